@@ -1,0 +1,17 @@
+"""Chapter 01 demo: build the extension just in time and call it."""
+
+from pathlib import Path
+
+import torch  # first: the extension links against libtorch, which importing torch loads
+
+from coursekit.build import build
+
+ext = build(Path(__file__).parent)  # JIT: torch.utils.cpp_extension.load under the hood
+print("module file:", ext.__file__)
+
+x = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+y = ext.echo(x)
+print("echo returns the same tensor:", y.data_ptr() == x.data_ptr())
+print("describe:", ext.describe(x))
+print("scale(x, 0.5):", ext.scale(x, 0.5).tolist())
+print(f"{ext.describe(ext.scale(x, factor=2.0))}; echo shares memory: {y.data_ptr() == x.data_ptr()}")

@@ -1,0 +1,116 @@
+"""Command line of the course; `./course <command>` calls this after setting up the environment."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+from . import ROOT, chapters
+
+
+def _fail(message: str, code: int = 1) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return code
+
+
+def cmd_doctor(args) -> int:
+    from .doctor import run_doctor
+
+    return run_doctor()
+
+
+def cmd_run(args) -> int:
+    """Build every chapter and run its demo; print a summary."""
+    from . import build, toolkit
+
+    rows = []
+    for chapter in chapters.existing():
+        print(f"\n=== {chapter.dirname}: {chapter.title}")
+        t0 = time.time()
+        try:
+            module = build.build(chapter.path)
+        except (build.BuildError, toolkit.SetupError) as e:
+            print(e)
+            rows.append((chapter.dirname, "build failed", "see above"))
+            continue
+        built = build.describe(module)
+        proc = subprocess.run([sys.executable, str(chapter.path / "demo.py")], text=True, capture_output=True)
+        output = (proc.stdout + proc.stderr).rstrip()
+        print("\n".join("  " + line for line in output.splitlines()))
+        if proc.returncode != 0:
+            rows.append((chapter.dirname, built, f"demo FAILED (exit {proc.returncode})"))
+        else:
+            last = output.splitlines()[-1].strip() if output else "ok"
+            rows.append((chapter.dirname, built, f"{last}  [{time.time() - t0:.0f} s]"))
+    print("\n=== summary")
+    for name, built, result in rows:
+        print(f"  {name:20s} {built:9s} {result}")
+    return 0 if all("FAILED" not in r[2] and r[1] != "build failed" for r in rows) else 1
+
+
+def _pytest(argv: list[str]) -> int:
+    code = subprocess.call([sys.executable, "-m", "pytest", *argv], cwd=ROOT)
+    if code == 5:
+        print("error: pytest collected no tests; that is a failure, not a pass", file=sys.stderr)
+        return 1
+    return code
+
+
+def cmd_test(args) -> int:
+    return _pytest(args.pytest_args)
+
+
+def cmd_exercise(args) -> int:
+    from .exercises import ExerciseError, make_workspace
+
+    chapter = chapters.find(args.chapter)
+    try:
+        dest, found = make_workspace(chapter, force=args.force)
+    except ExerciseError as e:
+        return _fail(str(e))
+    print(f"Workspace ready: {dest.relative_to(ROOT)}  ({len(found)} exercises)")
+    for ex in found:
+        print(f"  {ex.name:32s} {ex.file}:{ex.line}")
+    print(f"\nEdit the TODOs there, then grade your work with: ./course grade {chapter.number}")
+    return 0
+
+
+def cmd_grade(args) -> int:
+    chapter = chapters.find(args.chapter)
+    source = chapter.path if args.solution else chapter.workspace
+    if not source.is_dir():
+        return _fail(f"no workspace at {source.relative_to(ROOT)}.\n  first run: ./course exercise {chapter.number}")
+    print(f"Grading {source.relative_to(ROOT)} with {chapter.test_file.relative_to(ROOT)}")
+    return _pytest([str(chapter.test_file), "--source", str(source), "-q", *args.pytest_args])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="./course", description="PyTorch C++/CUDA extensions course")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("doctor", help="check torch, the CUDA toolkit, ninja, the compiler and the GPU").set_defaults(fn=cmd_doctor)
+    sub.add_parser("run", help="build every chapter and run its demo").set_defaults(fn=cmd_run)
+    p = sub.add_parser("test", help="run the whole test suite (extra arguments go to pytest)")
+    p.add_argument("pytest_args", nargs=argparse.REMAINDER)
+    p.set_defaults(fn=cmd_test)
+    p = sub.add_parser("exercise", help="make a workspace for chapter NN with the solutions taken out")
+    p.add_argument("chapter")
+    p.add_argument("--force", action="store_true", help="replace an existing workspace (your edits are lost)")
+    p.set_defaults(fn=cmd_exercise)
+    p = sub.add_parser("grade", help="grade your workspace for chapter NN")
+    p.add_argument("chapter")
+    p.add_argument("--solution", action="store_true", help="grade the chapter's own solution instead")
+    p.add_argument("pytest_args", nargs=argparse.REMAINDER)
+    p.set_defaults(fn=cmd_grade)
+    args = parser.parse_args(argv)
+    try:
+        return args.fn(args)
+    except KeyError as e:
+        return _fail(e.args[0])
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())

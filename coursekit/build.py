@@ -1,0 +1,143 @@
+"""The one build helper: compile a chapter's extension from a source folder.
+
+Every demo, test, notebook and grading run builds through `build()`, so a
+chapter is compiled the same way everywhere. It uses PyTorch's JIT builder,
+`torch.utils.cpp_extension.load`, which writes a ninja file into a build folder
+and only recompiles what changed.
+
+Layout a chapter follows (the source folder may be the chapter itself or a
+learner's workspace copy of it):
+
+    csrc/*.cpp   always compiled (bindings, checks, CPU kernels)
+    csrc/*.cu    compiled only for a CUDA build; the C++ side sees WITH_CUDA
+    *.py         optional Python layer; it imports the extension by its module name
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+from . import ROOT, chapters, toolkit
+
+BUILD_ROOT = ROOT / ".build"
+
+CXX_FLAGS = ["-O3"]  # torch adds the C++ standard it was built with
+NVCC_FLAGS = ["-O3", "-lineinfo"]
+
+
+class BuildError(RuntimeError):
+    """The compiler rejected the sources; the message is the compiler's, trimmed."""
+
+
+def _sources(src: Path, cuda: bool) -> list[Path]:
+    csrc = src / "csrc"
+    files = sorted(csrc.glob("*.cpp"))
+    if cuda:
+        files += sorted(csrc.glob("*.cu"))
+    if not files:
+        raise BuildError(f"no C++ sources in {csrc}")
+    return files
+
+
+def build_dir(src: Path, cuda: bool) -> Path:
+    tag = hashlib.sha1(str(src.resolve()).encode()).hexdigest()[:8]
+    return BUILD_ROOT / f"{src.name}-{tag}-{'cuda' if cuda else 'cpu'}"
+
+
+def _trim_compiler_output(text: str, limit: int = 60) -> str:
+    """The compiler's first errors: drop the long command lines ninja echoes, start at the first error."""
+    lines = [ln for ln in text.splitlines() if not (len(ln) > 400 and (" -I" in ln or " -isystem " in ln))]
+    first = next((i for i, ln in enumerate(lines) if "error" in ln.lower() and "Error building" not in ln), 0)
+    shown = lines[max(first - 4, 0): first + limit]
+    more = len(lines) - (first + limit)
+    return "\n".join(shown + ([f"... ({more} more lines; build with verbose=True for all)"] if more > 0 else []))
+
+
+def build(source: str | Path, *, cuda: bool | None = None, verbose: bool = False) -> ModuleType:
+    """Build (or reuse) the extension in `source` and return it as a module.
+
+    cuda=None lets `toolkit.plan_build()` decide; True/False force it.
+    The module is also placed in sys.modules under its name, so the chapter's
+    Python files can simply `import` it.
+    """
+    src = Path(source).resolve()
+    chapter = chapters.find(src)
+    plan = toolkit.plan_build()
+    if cuda is None:
+        cuda = plan.cuda
+    elif cuda and not plan.cuda and plan.toolkit is None:
+        raise toolkit.SetupError("a CUDA build was asked for but no CUDA toolkit was found: run ./course doctor")
+    toolkit.apply(plan)
+
+    from torch.utils import cpp_extension
+
+    if not cpp_extension.is_ninja_available():
+        raise toolkit.SetupError("ninja is not installed in this Python.\n  fix: python -m pip install ninja")
+
+    out = build_dir(src, cuda)
+    out.mkdir(parents=True, exist_ok=True)
+    defines = ["-DWITH_CUDA"] if cuda else []
+    try:
+        module = cpp_extension.load(
+            name=chapter.module,
+            sources=[str(p) for p in _sources(src, cuda)],
+            extra_cflags=CXX_FLAGS + defines,
+            extra_cuda_cflags=NVCC_FLAGS + defines,
+            extra_include_paths=[str(src / "csrc")],
+            build_directory=str(out),
+            with_cuda=cuda,
+            verbose=verbose,
+        )
+    except RuntimeError as e:
+        text = str(e)
+        if "Error building extension" in text or "error" in text.lower():
+            raise BuildError(f"building {src} failed:\n{_trim_compiler_output(text)}") from None
+        raise
+    module.__course_build__ = {"cuda": cuda, "source": str(src), "build_dir": str(out)}
+    sys.modules[chapter.module] = module
+    return module
+
+
+def load_python(source: str | Path, name: str) -> ModuleType:
+    """Import `<source>/<name>.py` (after `build(source)`), without touching sys.path."""
+    path = Path(source).resolve() / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def describe(module: ModuleType) -> str:
+    info = getattr(module, "__course_build__", {})
+    return "CPU+CUDA" if info.get("cuda") else "CPU"
+
+
+def setup_extension(setup_py: str | Path):
+    """The Extension object for a chapter's setup.py (pip install --no-build-isolation ./NN_chapter).
+
+    Same sources, flags and CPU/CUDA choice as `build()`.
+    """
+    src = Path(setup_py).resolve().parent
+    chapter = chapters.find(src)
+    plan = toolkit.plan_build()
+    toolkit.apply(plan)
+    from torch.utils.cpp_extension import CppExtension, CUDAExtension
+
+    defines = ["-DWITH_CUDA"] if plan.cuda else []
+    kind = CUDAExtension if plan.cuda else CppExtension
+    print(f"[course] building {chapter.module}: {'CPU+CUDA' if plan.cuda else 'CPU'} ({plan.reason})")
+    return kind(
+        name=chapter.module,
+        # setuptools wants paths relative to setup.py
+        sources=[str(p.relative_to(src)) for p in _sources(src, plan.cuda)],
+        include_dirs=[str(src / "csrc")],
+        extra_compile_args={"cxx": CXX_FLAGS + defines, "nvcc": NVCC_FLAGS + defines},
+    )
+

@@ -1,0 +1,123 @@
+"""The one timing harness: time a callable properly, measure the copy bandwidth, save results.
+
+Why not `time.time()` around one call? The first call pays for lazy
+initialisation, and a CUDA launch returns before the GPU has done the work.
+`bench()` uses `torch.utils.benchmark.Timer`, which warms up, synchronises the
+GPU around its measurements, repeats the call in blocks until enough time has
+passed, and reports the median per call.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+from torch.utils import benchmark
+
+
+@dataclass
+class Timing:
+    median_ms: float
+    iqr_ms: float
+    runs: int
+
+
+def sync(device: str | torch.device) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def bench(fn: Callable[[], object], device: str | torch.device = "cpu", min_run_time: float = 0.5) -> Timing:
+    """Median time of one call of `fn`, in milliseconds."""
+    fn()  # warm-up: first-call costs (allocation, lazy init, compilation) stay out of the numbers
+    sync(device)
+    timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
+    m = timer.blocked_autorange(min_run_time=min_run_time)
+    return Timing(m.median * 1e3, m.iqr * 1e3, len(m.times) * m.number_per_run)
+
+
+def copy_bandwidth(device: str | torch.device = "cpu", nbytes: int | None = None) -> float:
+    """Achievable memory bandwidth in bytes/s: a large device-to-device copy, bytes read plus bytes written."""
+    device = torch.device(device)
+    if nbytes is None:
+        nbytes = (1 << 30) if device.type == "cuda" else (1 << 28)
+    src = torch.rand(nbytes // 4, device=device)  # random data, never zeros
+    dst = torch.empty_like(src)
+    t = bench(lambda: dst.copy_(src), device, min_run_time=0.5)
+    return 2 * nbytes / (t.median_ms * 1e-3)
+
+
+def floor_ms(nbytes: int, bandwidth: float) -> float:
+    """The least time a kernel that must move `nbytes` can take at `bandwidth` bytes/s."""
+    return nbytes / bandwidth * 1e3
+
+
+def nbytes(*tensors: torch.Tensor) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def _driver_version() -> str | None:
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=20,
+        ).stdout.strip()
+        return out.splitlines()[0] if out else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def environment(device: str | torch.device = "cpu") -> dict:
+    """What the numbers were measured on: saved next to every result."""
+    device = torch.device(device)
+    env = {
+        "device_type": device.type,
+        "torch": torch.__version__,
+        "torch_cuda": torch.version.cuda,
+        "python": platform.python_version(),
+        "cpu": platform.processor() or platform.machine(),
+        "cpu_threads": torch.get_num_threads(),
+        "os_cpus": os.cpu_count(),
+    }
+    if device.type == "cuda":
+        p = torch.cuda.get_device_properties(device)
+        env.update(
+            device_name=p.name,
+            capability=f"{p.major}.{p.minor}",
+            sm_count=p.multi_processor_count,
+            memory_gib=round(p.total_memory / 2**30, 1),
+            driver=_driver_version(),
+        )
+    else:
+        env["device_name"] = f"CPU ({env['cpu']}, {env['cpu_threads']} threads)"
+    return env
+
+
+def save(path: str | Path, records: list[dict], device: str | torch.device, extra: dict | None = None) -> Path:
+    """Write results as JSON: {"environment": {...}, "records": [...]}."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"environment": environment(device) | (extra or {}), "records": records}
+    path.write_text(json.dumps(doc, indent=1) + "\n")
+    return path
+
+
+def load(path: str | Path) -> dict:
+    return json.loads(Path(path).read_text())
+
+
+def record(name: str, timing: Timing, moved_bytes: int | None = None, bandwidth: float | None = None, **fields) -> dict:
+    """One result row: time, spread and, when bytes and bandwidth are known, the fraction of the floor."""
+    row = {"name": name, **fields, **asdict(timing)}
+    if moved_bytes is not None and bandwidth:
+        row["bytes"] = moved_bytes
+        row["floor_ms"] = floor_ms(moved_bytes, bandwidth)
+        row["fraction_of_floor"] = row["floor_ms"] / timing.median_ms
+        row["achieved_GBps"] = moved_bytes / (timing.median_ms * 1e-3) / 1e9
+    return row

@@ -1,0 +1,177 @@
+"""Decide how a chapter is built: CPU only, or CPU + CUDA, and with which toolkit.
+
+The rules (the same ones torchvision, pytorch3d and mmcv follow):
+
+* CUDA sources are compiled when torch is a CUDA build, a CUDA toolkit is found
+  and a GPU is visible, or when ``FORCE_CUDA=1`` asks for it (CI compiles
+  CUDA code on machines without a GPU this way). ``COURSE_BUILD=cpu`` forces a
+  CPU-only build.
+* The toolkit is ``$CUDA_HOME`` (or ``$CUDA_PATH``) when set, else
+  ``/usr/local/cuda``, else the one that ``nvcc`` on PATH belongs to. On some
+  machines ``nvcc`` on PATH is a small wrapper script outside the toolkit;
+  torch's own guess (the parent of nvcc's folder) is then wrong, so we resolve
+  it ourselves and tell torch.
+* ``TORCH_CUDA_ARCH_LIST`` picks the GPU architectures. When it is unset, torch
+  compiles for the visible GPU; with no GPU we default to ``9.0`` (Hopper).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_ARCH_WITHOUT_GPU = "9.0"
+
+
+class SetupError(RuntimeError):
+    """A problem that stops a build, with the fix in its message."""
+
+
+@dataclass
+class Toolkit:
+    home: Path
+    nvcc: Path
+    version: str | None  # "13.0"
+
+
+@dataclass
+class BuildPlan:
+    cuda: bool
+    reason: str
+    toolkit: Toolkit | None = None
+    arch_list: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _has_toolkit(home: Path) -> bool:
+    if not (home / "bin" / "nvcc").is_file():
+        return False
+    headers = [home / "include" / "cuda_runtime.h", *home.glob("targets/*/include/cuda_runtime.h")]
+    return any(h.is_file() for h in headers)
+
+
+def _nvcc_version(nvcc: Path) -> str | None:
+    try:
+        out = subprocess.run([str(nvcc), "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.search(r"release (\d+\.\d+)", out)
+    return m.group(1) if m else None
+
+
+def _homes_behind_path_nvcc() -> list[Path]:
+    """Toolkit folders that the `nvcc` found on PATH may belong to."""
+    found = shutil.which("nvcc")
+    if not found:
+        return []
+    real = Path(found).resolve()
+    homes = [real.parent.parent]
+    # A wrapper script: look for the real nvcc it execs.
+    try:
+        text = real.read_text(errors="ignore")[:4096]
+    except OSError:
+        return homes
+    for m in re.finditer(r"(/[^\s\"']+)/bin/nvcc\b", text):
+        homes.append(Path(m.group(1)))
+    return homes
+
+
+def find_toolkit() -> Toolkit | None:
+    """The CUDA toolkit to build with, or None. Raises SetupError if CUDA_HOME is set but wrong."""
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        value = os.environ.get(var)
+        if value:
+            home = Path(value)
+            if not _has_toolkit(home):
+                raise SetupError(
+                    f"{var}={value} is not a CUDA toolkit (no bin/nvcc and include/cuda_runtime.h there).\n"
+                    f"  fix: unset {var} to let the course find the toolkit, or point it at one, "
+                    f"e.g. export {var}=/usr/local/cuda"
+                )
+            return Toolkit(home, home / "bin" / "nvcc", _nvcc_version(home / "bin" / "nvcc"))
+    for home in [Path("/usr/local/cuda"), *_homes_behind_path_nvcc()]:
+        if _has_toolkit(home):
+            home = home.resolve()
+            return Toolkit(home, home / "bin" / "nvcc", _nvcc_version(home / "bin" / "nvcc"))
+    return None
+
+
+def _truthy(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def plan_build() -> BuildPlan:
+    """Decide CPU or CUDA for this machine. Raises SetupError when a requested CUDA build cannot work."""
+    import torch
+
+    mode = os.environ.get("COURSE_BUILD", "auto").strip().lower()
+    if mode not in {"auto", "cpu", "cuda"}:
+        raise SetupError(f"COURSE_BUILD={mode!r}: use auto, cpu or cuda")
+    forced = _truthy("FORCE_CUDA") or mode == "cuda"
+    if mode == "cpu":
+        return BuildPlan(False, "COURSE_BUILD=cpu")
+
+    torch_cuda = torch.version.cuda
+    if torch_cuda is None:
+        if forced:
+            raise SetupError(
+                f"FORCE_CUDA=1, but torch {torch.__version__} is a CPU-only build.\n"
+                "  fix: install a CUDA build of torch (https://pytorch.org/get-started/locally/) or unset FORCE_CUDA"
+            )
+        return BuildPlan(False, f"torch {torch.__version__} is a CPU-only build")
+
+    toolkit = find_toolkit()
+    gpu = torch.cuda.is_available()
+    if toolkit is None:
+        msg = (
+            "no CUDA toolkit found (looked at $CUDA_HOME, /usr/local/cuda and nvcc on PATH).\n"
+            f"  fix: install the CUDA {torch_cuda} toolkit and set CUDA_HOME to it"
+        )
+        if forced:
+            raise SetupError("FORCE_CUDA=1, but " + msg)
+        return BuildPlan(False, "no CUDA toolkit found", notes=[msg] if gpu else [])
+    if not gpu and not forced:
+        return BuildPlan(False, "no GPU visible (FORCE_CUDA=1 compiles the CUDA code anyway)", toolkit)
+
+    plan = BuildPlan(True, "FORCE_CUDA=1" if forced and not gpu else "GPU and toolkit found", toolkit)
+    if toolkit.version and toolkit.version.split(".")[0] != torch_cuda.split(".")[0]:
+        raise SetupError(
+            f"CUDA toolkit {toolkit.version} at {toolkit.home} does not match torch's CUDA {torch_cuda}.\n"
+            f"  fix: point CUDA_HOME at a CUDA {torch_cuda.split('.')[0]}.x toolkit, or install the torch build "
+            f"for CUDA {toolkit.version} (https://pytorch.org/get-started/locally/)"
+        )
+    if toolkit.version and toolkit.version != torch_cuda:
+        plan.notes.append(f"toolkit {toolkit.version} vs torch CUDA {torch_cuda}: same major version, works")
+
+    arch = os.environ.get("TORCH_CUDA_ARCH_LIST")
+    if arch:
+        plan.arch_list = arch
+    elif gpu:
+        major, minor = torch.cuda.get_device_capability()
+        plan.arch_list = f"{major}.{minor}"
+    else:
+        plan.arch_list = DEFAULT_ARCH_WITHOUT_GPU
+        plan.notes.append(f"no GPU to ask, so TORCH_CUDA_ARCH_LIST defaults to {DEFAULT_ARCH_WITHOUT_GPU}")
+    return plan
+
+
+def apply(plan: BuildPlan) -> None:
+    """Make torch.utils.cpp_extension use the toolkit and arch list of `plan`."""
+    import sys
+
+    import torch.utils.cpp_extension as cpp_extension
+
+    # ninja may live beside this Python (a venv that is not activated): let torch find it.
+    bindir = os.path.dirname(sys.executable)
+    if bindir not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
+    if plan.toolkit is not None:
+        os.environ["CUDA_HOME"] = str(plan.toolkit.home)
+        # cpp_extension read CUDA_HOME once, at import; correct its copy too.
+        cpp_extension.CUDA_HOME = str(plan.toolkit.home)
+    if plan.cuda and plan.arch_list:
+        os.environ["TORCH_CUDA_ARCH_LIST"] = plan.arch_list

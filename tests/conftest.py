@@ -1,0 +1,141 @@
+"""Shared test machinery: builds, devices, dtypes, the `cuda` marker and exercise feedback.
+
+A chapter's test file sets `CHAPTER = "NN"` and asks for the `ext` fixture. By
+default `ext` is built from the chapter folder; with `--source DIR` (what
+`./course grade NN` passes) it is built from a learner's workspace instead.
+Tests that check an exercise carry `@pytest.mark.exercise("name")`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+import torch
+
+from coursekit import build, chapters, toolkit
+from coursekit.testing import DTYPES
+
+GPU = torch.cuda.is_available()
+
+
+def pytest_addoption(parser):
+    parser.addoption("--source", default=None, help="build the chapter under test from this folder (a learner workspace)")
+    parser.addoption("--course-report", default=None, help="write test outcomes and their exercises as JSON to this file")
+
+
+def pytest_configure(config):
+    config._course_results = defaultdict(list)  # exercise -> [(nodeid, outcome, message)]
+    config._course_outcomes = {}
+
+
+def pytest_collection_modifyitems(config, items):
+    if GPU:
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (none visible)")
+    for item in items:
+        if "cuda" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def build_chapter(request):
+    """build_chapter("NN") -> the extension module for chapter NN, built once per session."""
+    source = request.config.getoption("--source")
+    cache = {}
+
+    def _build(number: str):
+        if number not in cache:
+            chapter = chapters.find(number)
+            src = Path(source) if source and chapters.find(source) == chapter else chapter.path
+            try:
+                cache[number] = (build.build(src), src)
+            except (build.BuildError, toolkit.SetupError) as e:
+                pytest.exit(f"\n{e}\n", returncode=1)
+        return cache[number]
+
+    return _build
+
+
+@pytest.fixture(scope="module")
+def ext(request, build_chapter):
+    return build_chapter(request.module.CHAPTER)[0]
+
+
+@pytest.fixture(scope="module")
+def chapter_source(request, build_chapter):
+    """The folder the chapter under test was built from (the chapter, or a workspace)."""
+    return build_chapter(request.module.CHAPTER)[1]
+
+
+@pytest.fixture(params=["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
+def device(request, ext):
+    if request.param == "cuda" and not build.describe(ext) == "CPU+CUDA":
+        pytest.skip("the extension was built without CUDA (run ./course doctor to see why)")
+    return request.param
+
+
+@pytest.fixture(params=DTYPES, ids=lambda d: str(d).replace("torch.", ""))
+def dtype(request):
+    return request.param
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+
+
+# ----------------------------------------------------------------------------
+# Exercise feedback: which exercise a failing test points at.
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = (yield).get_result()
+    if report.when != "call" and report.passed:
+        return  # setup and teardown that went well say nothing
+    if report.failed:
+        outcome = "failed" if report.when == "call" else "error"
+        crash = getattr(report.longrepr, "reprcrash", None)
+        message = (crash.message if crash else str(report.longrepr)).strip()
+    elif report.skipped:
+        outcome = "skipped"
+        message = report.longrepr[2] if isinstance(report.longrepr, tuple) else ""
+    else:
+        outcome, message = "passed", ""
+    config = item.config
+    if config._course_outcomes.get(report.nodeid) in ("failed", "error"):
+        return  # keep the first failure of a test
+    config._course_outcomes[report.nodeid] = outcome
+    first_line = message.splitlines()[0] if message else ""
+    for marker in item.iter_markers("exercise"):
+        config._course_results[marker.args[0]].append((report.nodeid, outcome, first_line))
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    results = config._course_results
+    path = config.getoption("--course-report")
+    if path:
+        Path(path).write_text(json.dumps({
+            "outcomes": config._course_outcomes,
+            "exercises": {k: [list(r) for r in v] for k, v in results.items()},
+        }, indent=1))
+    if not config.getoption("--source") or not results:
+        return
+    tr = terminalreporter
+    tr.section("exercises")
+    for name in sorted(results):
+        rows = results[name]
+        failed = [r for r in rows if r[1] in ("failed", "error")]
+        ran = [r for r in rows if r[1] != "skipped"]
+        if not ran:
+            tr.write_line(f"  {name:32s} not checked: {rows[0][2]}")
+        elif failed:
+            nodeid, _, message = failed[0]
+            tr.write_line(f"  {name:32s} NOT YET  {len(failed)} of {len(ran)} tests fail", red=True)
+            tr.write_line(f"      first: {nodeid.split('::', 1)[-1]}")
+            tr.write_line(f"      {message[:300]}")
+        else:
+            tr.write_line(f"  {name:32s} PASS     {len(ran)} tests", green=True)

@@ -1,0 +1,99 @@
+"""Chapter 01: the first extension, built with JIT and with setup.py."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from coursekit import chapters
+
+CHAPTER = "01"
+
+
+def test_module_name(ext):
+    # TORCH_EXTENSION_NAME and the name Python imports must agree.
+    assert ext.__name__ == "ch01_hello"
+    assert {"echo", "describe", "scale"} <= set(dir(ext))
+
+
+@pytest.mark.exercise("echo")
+def test_echo_returns_the_same_tensor(ext):
+    x = torch.randn(4, 5)
+    y = ext.echo(x)
+    assert torch.equal(y, x)
+    assert y.data_ptr() == x.data_ptr(), "echo copied the data; return the handle itself"
+
+
+@pytest.mark.exercise("echo")
+def test_echo_keeps_dtype_and_view(ext):
+    x = torch.randn(6, 4, dtype=torch.float64).t()
+    y = ext.echo(x)
+    assert y.dtype == torch.float64 and y.stride() == x.stride() and y.data_ptr() == x.data_ptr()
+
+
+@pytest.mark.exercise("describe")
+@pytest.mark.parametrize(
+    "make, expected",
+    [
+        (lambda: torch.zeros(2, 3), "Tensor(Float, shape=(2, 3), device=cpu)"),
+        (lambda: torch.zeros(7, dtype=torch.float64), "Tensor(Double, shape=(7), device=cpu)"),
+        (lambda: torch.tensor(3, dtype=torch.int64), "Tensor(Long, shape=(), device=cpu)"),
+        (lambda: torch.zeros(1, 0, 4, dtype=torch.float16), "Tensor(Half, shape=(1, 0, 4), device=cpu)"),
+    ],
+)
+def test_describe(ext, make, expected):
+    assert ext.describe(make()) == expected
+
+
+@pytest.mark.exercise("scale")
+def test_scale_returns_new_tensor_by_default(ext):
+    x = torch.randn(3, 4)
+    before = x.clone()
+    y = ext.scale(x, 2.5)
+    torch.testing.assert_close(y, before * 2.5)
+    assert torch.equal(x, before), "scale modified its input although inplace=False"
+    assert y.data_ptr() != x.data_ptr()
+
+
+@pytest.mark.exercise("scale")
+def test_scale_inplace(ext):
+    x = torch.randn(5)
+    expected = x * -0.5
+    y = ext.scale(x, factor=-0.5, inplace=True)
+    torch.testing.assert_close(x, expected)
+    assert y.data_ptr() == x.data_ptr(), "with inplace=True return the input itself"
+
+
+def test_scale_argument_types(ext):
+    x = torch.ones(2)
+    with pytest.raises(TypeError):
+        ext.scale(x, "two")  # pybind11 refuses what it cannot convert, naming the signature
+    with pytest.raises(TypeError):
+        ext.scale(x, 2.0, inplace=True, extra=1)
+
+
+def test_describe_cuda(ext):
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU (none visible)")
+    assert ext.describe(torch.zeros(2, device="cuda")) == "Tensor(Float, shape=(2), device=cuda:0)"
+
+
+@pytest.mark.aot
+def test_setup_py_build(tmp_path, chapter_source):
+    """The ahead-of-time route: pip install --no-build-isolation ./01_pybind_hello."""
+    target = tmp_path / "site"
+    env = dict(os.environ, PIP_NO_INPUT="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-build-isolation", "--no-deps", "--no-index",
+         "--target", str(target), str(chapter_source)],
+        capture_output=True, text=True, env=env,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    code = "import torch, ch01_hello; print(ch01_hello.describe(torch.zeros(2, 3)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=dict(env, PYTHONPATH=str(target)), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "Tensor(Float, shape=(2, 3), device=cpu)"
+    assert chapters.find("01").module == "ch01_hello"
