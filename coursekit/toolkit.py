@@ -17,6 +17,7 @@ The rules (the same ones torchvision, pytorch3d and mmcv follow):
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import shutil
@@ -163,15 +164,19 @@ def apply(plan: BuildPlan) -> None:
     """Make torch.utils.cpp_extension use the toolkit and arch list of `plan`."""
     import sys
 
-    import torch.utils.cpp_extension as cpp_extension
-
     # ninja may live beside this Python (a venv that is not activated): let torch find it.
     bindir = os.path.dirname(sys.executable)
     if bindir not in os.environ.get("PATH", "").split(os.pathsep):
         os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
     if plan.toolkit is not None:
         os.environ["CUDA_HOME"] = str(plan.toolkit.home)
-        # cpp_extension read CUDA_HOME once, at import; correct its copy too.
-        cpp_extension.CUDA_HOME = str(plan.toolkit.home)
     if plan.cuda and plan.arch_list:
         os.environ["TORCH_CUDA_ARCH_LIST"] = plan.arch_list
+
+    # torch warns "No CUDA runtime is found" on machines without a GPU; doctor reports that clearly.
+    logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
+    import torch.utils.cpp_extension as cpp_extension
+
+    if plan.toolkit is not None:
+        # cpp_extension reads CUDA_HOME once, when first imported; correct its copy too.
+        cpp_extension.CUDA_HOME = str(plan.toolkit.home)
