@@ -77,6 +77,12 @@ def run_doctor() -> int:
     else:
         row("GPU", "none visible")
 
+    clash = toolkit.libstdcxx_clash()
+    if clash:
+        notes.append(f"torch's libc10.so exports its own std::ostringstream; where it differs from the system's, extensions "
+                     f"crash in it. ./course run/test/grade preload {clash} to bind everything to one library "
+                     f"(when you run python yourself and see such a crash: LD_PRELOAD={clash})")
+
     # The decision
     try:
         plan = toolkit.plan_build()

@@ -180,3 +180,40 @@ def apply(plan: BuildPlan) -> None:
     if plan.toolkit is not None:
         # cpp_extension reads CUDA_HOME once, when first imported; correct its copy too.
         cpp_extension.CUDA_HOME = str(plan.toolkit.home)
+
+
+# ----------------------------------------------------------------------------
+# A libstdc++ clash some torch builds carry.
+#
+# A torch built with a different C++ standard library than the system's can
+# export its own copies of libstdc++ template code (seen: the std::ostringstream
+# constructor exported by libc10.so). An extension that uses std::ostringstream
+# (every TORCH_CHECK message with a number does) then binds the constructor to
+# torch's copy and the rest of the stream to the system library, and crashes
+# with a segmentation fault. Loading the system libstdc++ first (LD_PRELOAD)
+# makes every extension bind to one library; where torch's copy matches the
+# system's, the preload changes nothing.
+
+_OSTRINGSTREAM_CTOR = "_ZNSt7__cxx1119basic_ostringstreamIcSt11char_traitsIcESaIcEEC1Ev"
+
+
+def libstdcxx_clash() -> str | None:
+    """The libstdc++ to preload when torch's libc10 exports std::ostringstream, else None."""
+    import torch
+
+    libc10 = Path(torch.__file__).parent / "lib" / "libc10.so"
+    nm = shutil.which("nm")
+    if not (libc10.is_file() and nm):
+        return None
+    try:
+        symbols = subprocess.run([nm, "-D", "--defined-only", str(libc10)], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if _OSTRINGSTREAM_CTOR not in symbols:
+        return None
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            path = line.split()[-1]
+            if "/libstdc++.so" in path:
+                return path
+    return None
