@@ -104,9 +104,15 @@ def _preload_libstdcxx(argv: list[str]) -> None:
         os.execve(sys.executable, [sys.executable, "-m", "coursekit", *argv], env)
 
 
+def cmd_gpu_report(args) -> int:
+    from .gpu_report import run
+
+    return run(skip_graders=args.skip_graders, skip_sanitizer=args.skip_sanitizer, only=args.only)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] in {"run", "test", "grade"}:
+    if argv and argv[0] in {"run", "test", "grade", "gpu-report"}:
         _preload_libstdcxx(argv)
     parser = argparse.ArgumentParser(prog="./course", description="PyTorch C++/CUDA extensions course")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -124,6 +130,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--solution", action="store_true", help="grade the chapter's own solution instead")
     p.add_argument("pytest_args", nargs=argparse.REMAINDER)
     p.set_defaults(fn=cmd_grade)
+    p = sub.add_parser("gpu-report", help="on a CUDA machine: build, test, sanitize, benchmark, plot; write results/")
+    p.add_argument("--skip-graders", action="store_true", help="leave out the grader self-check (the slowest part)")
+    p.add_argument("--skip-sanitizer", action="store_true", help="leave out the compute-sanitizer runs")
+    p.add_argument("--only", nargs="+", help="only these steps (run test sanitizer bench notebooks) and/or chapters (02 ...)")
+    p.set_defaults(fn=cmd_gpu_report)
     args = parser.parse_args(argv)
     try:
         return args.fn(args)

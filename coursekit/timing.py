@@ -17,8 +17,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
+import logging
+
 import torch
-from torch.utils import benchmark
+
+# torch.utils.benchmark imports cpp_extension, which warns "No CUDA runtime is found" without a GPU.
+logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
+from torch.utils import benchmark  # noqa: E402
 
 
 @dataclass
