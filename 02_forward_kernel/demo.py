@@ -1,0 +1,22 @@
+"""Chapter 02 demo: interpolate at a corner, at the centre, and at random points."""
+
+from pathlib import Path
+
+import torch
+
+from coursekit.build import build, describe
+
+ext = build(Path(__file__).parent)
+device = "cuda" if describe(ext) == "CPU+CUDA" else "cpu"
+
+feats = torch.arange(8.0).reshape(1, 8, 1).repeat(1, 1, 2)  # corner k holds the value k
+corner = torch.tensor([[1.0, -1.0, 1.0]])  # offsets (1, 0, 1): corner 4 + 0 + 1 = 5
+centre = torch.zeros(1, 3)
+print("at corner (1,-1,1):", ext.forward(feats, corner).tolist(), "(corner 5 holds 5)")
+print("at the centre:     ", ext.forward(feats, centre).tolist(), "(the mean of 0..7 is 3.5)")
+
+N, F = 4096, 64
+feats = torch.randn(N, 8, F, device=device)
+points = torch.rand(N, 3, device=device) * 2 - 1
+out = ext.forward(feats, points)
+print(f"forward on {device}: feats {tuple(feats.shape)}, points {tuple(points.shape)} -> out {tuple(out.shape)}")
