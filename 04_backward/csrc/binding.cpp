@@ -1,0 +1,16 @@
+// Chapter 04: the Python module.
+#include <torch/extension.h>
+
+#include "gelu.h"
+#include "trilinear.h"
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.doc() = "Chapter 04: trilinear forward and backward, GELU forward and backward";
+  m.def("forward", &trilinear_forward, "out[n, f]: feats (N, 8, F) interpolated at points (N, 3) in [-1, 1]",
+        py::arg("feats"), py::arg("points"));
+  // Undefined tensors come back to Python as None.
+  m.def("backward", &trilinear_backward, "(grad_feats or None, grad_points or None)", py::arg("grad_out"),
+        py::arg("feats"), py::arg("points"), py::arg("need_feats") = true, py::arg("need_points") = true);
+  m.def("gelu_forward", &gelu_forward, "x * Phi(x) (exact GELU)", py::arg("x"));
+  m.def("gelu_backward", &gelu_backward, "grad_out * (Phi(x) + x * phi(x))", py::arg("grad_out"), py::arg("x"));
+}

@@ -1,0 +1,83 @@
+// Chapter 04 warm-up: GELU entry points and CPU kernels (elementwise).
+#include "gelu.h"
+
+#include <ATen/Dispatch.h>
+#include <ATen/OpMathType.h>
+#include <ATen/Parallel.h>
+#include <ATen/ops/empty.h>
+#include <c10/util/Exception.h>
+
+static void check_gelu_input(const at::Tensor& x, const char* name) {
+  TORCH_CHECK(at::isFloatingType(x.scalar_type()), "gelu: ", name,
+              " must be float64, float32, float16 or bfloat16, got ", x.scalar_type());
+  TORCH_CHECK(x.is_cpu() || x.is_cuda(), "gelu: tensors must be on the CPU or a CUDA GPU, got ", x.device());
+}
+
+at::Tensor gelu_forward(const at::Tensor& x_in) {
+  check_gelu_input(x_in, "x");
+  const at::Tensor x = x_in.contiguous();
+  at::Tensor out = at::empty(x.sizes(), x.options());
+  if (x.numel() == 0) return out;
+  if (x.is_cuda()) {
+#ifdef WITH_CUDA
+    gelu_forward_cuda(x, out);
+#else
+    TORCH_CHECK(false, "gelu: this extension was built without CUDA; run ./course doctor to see why");
+#endif
+  } else {
+    gelu_forward_cpu(x, out);
+  }
+  return out;
+}
+
+at::Tensor gelu_backward(const at::Tensor& grad_out_in, const at::Tensor& x_in) {
+  check_gelu_input(x_in, "x");
+  TORCH_CHECK(grad_out_in.sizes() == x_in.sizes(), "gelu_backward: grad_out must have the shape of x (",
+              x_in.sizes(), "), got ", grad_out_in.sizes());
+  TORCH_CHECK(grad_out_in.scalar_type() == x_in.scalar_type(), "gelu_backward: grad_out must have the dtype of x (",
+              x_in.scalar_type(), "), got ", grad_out_in.scalar_type());
+  TORCH_CHECK(grad_out_in.device() == x_in.device(), "gelu_backward: grad_out must be on the device of x (",
+              x_in.device(), "), got ", grad_out_in.device());
+  const at::Tensor x = x_in.contiguous();
+  const at::Tensor grad_out = grad_out_in.contiguous();
+  at::Tensor grad_in = at::empty(x.sizes(), x.options());
+  if (x.numel() == 0) return grad_in;
+  if (x.is_cuda()) {
+#ifdef WITH_CUDA
+    gelu_backward_cuda(grad_out, x, grad_in);
+#else
+    TORCH_CHECK(false, "gelu_backward: this extension was built without CUDA; run ./course doctor to see why");
+#endif
+  } else {
+    gelu_backward_cpu(grad_out, x, grad_in);
+  }
+  return grad_in;
+}
+
+void gelu_forward_cpu(const at::Tensor& x, at::Tensor& out) {
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "gelu_forward_cpu", [&] {
+    using opmath_t = at::opmath_type<scalar_t>;
+    const scalar_t* in = x.const_data_ptr<scalar_t>();
+    scalar_t* o = out.mutable_data_ptr<scalar_t>();
+    at::parallel_for(0, x.numel(), 16384, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        o[i] = static_cast<scalar_t>(gelu_value<opmath_t>(static_cast<opmath_t>(in[i])));
+      }
+    });
+  });
+}
+
+void gelu_backward_cpu(const at::Tensor& grad_out, const at::Tensor& x, at::Tensor& grad_in) {
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "gelu_backward_cpu", [&] {
+    using opmath_t = at::opmath_type<scalar_t>;
+    const scalar_t* in = x.const_data_ptr<scalar_t>();
+    const scalar_t* g = grad_out.const_data_ptr<scalar_t>();
+    scalar_t* gi = grad_in.mutable_data_ptr<scalar_t>();
+    at::parallel_for(0, x.numel(), 16384, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        // The chain rule: dL/dx = dL/dgelu * gelu'(x).
+        gi[i] = static_cast<scalar_t>(static_cast<opmath_t>(g[i]) * gelu_derivative<opmath_t>(static_cast<opmath_t>(in[i])));
+      }
+    });
+  });
+}
