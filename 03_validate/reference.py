@@ -1,0 +1,35 @@
+"""Trilinear interpolation in plain PyTorch: the reference the kernels are checked against.
+
+Readable first, fast second: it follows the formula of chapter 02 line by line,
+works for any floating dtype and device, and is differentiable by autograd (the
+chapters on gradients check their backward kernels against it).
+"""
+
+from __future__ import annotations
+
+import torch
+
+# Corner k sits at offsets (k>>2 & 1, k>>1 & 1, k & 1) along (x, y, z): row k of this table.
+CORNER_OFFSETS = [[(k >> 2) & 1, (k >> 1) & 1, k & 1] for k in range(8)]
+
+
+def corner_weights(points: torch.Tensor) -> torch.Tensor:
+    """(N, 3) points in [-1, 1] -> (N, 8) weights; row n sums to 1."""
+    # BEGIN SOLUTION reference
+    uvw = (points + 1) / 2  # (N, 3): u, v, w in [0, 1] inside the cube
+    offsets = torch.tensor(CORNER_OFFSETS, dtype=points.dtype, device=points.device)  # (8, 3)
+    # Along each axis a corner with offset 1 takes u (or v, w), one with offset 0 takes 1 - u.
+    factors = torch.where(offsets.bool(), uvw[:, None, :], 1 - uvw[:, None, :])  # (N, 8, 3)
+    return factors.prod(dim=2)
+    # END SOLUTION
+
+
+def trilinear(feats: torch.Tensor, points: torch.Tensor) -> torch.Tensor:
+    """feats (N, 8, F), points (N, 3) -> (N, F), in the dtype of the inputs."""
+    weights = corner_weights(points)  # (N, 8)
+    return (weights[:, :, None] * feats).sum(dim=1)
+
+
+def trilinear64(feats: torch.Tensor, points: torch.Tensor) -> torch.Tensor:
+    """The reference for a test: computed in float64 from the (already rounded) inputs."""
+    return trilinear(feats.double(), points.double())
