@@ -18,6 +18,14 @@ VARIANTS = [
             "  return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * T(0.7978845608) * (T(1) + T(3 * 0.044715) * x * x);\n"),
     Variant("gelu-missing-product-rule", "forgets the x * phi(x) term",
             "csrc/gelu.h", "  return cdf + x * pdf;", "  return cdf;"),
+    Variant("racy-points-write", "every thread stores its own partial sum into grad_points[n]: the last writer wins",
+            "csrc/trilinear_cuda.cu", "    __syncthreads();\n    if (valid && threadIdx.x == 0) {",
+            "    if (valid) {\n      for (int d = 0; d < 3; ++d) {\n"
+            "        grad_points[3 * n + d] = static_cast<scalar_t>(opmath_t(0.5) * (d == 0 ? gx : d == 1 ? gy : gz));\n"
+            "      }\n    }\n    if (false) {", cuda_only=True),
+    Variant("grad-feats-wrong-corner-cuda", "the CUDA kernel writes corner k's gradient with weight 7-k",
+            "csrc/trilinear_cuda.cu", "static_cast<scalar_t>(weight[k] * g);", "static_cast<scalar_t>(weight[7 - k] * g);",
+            cuda_only=True),
     Variant("warp-only-reduction", "sums only the first warp of each row", "csrc/trilinear_cuda.cu",
             "for (int i = warp; i < warp + warps_per_row; ++i) {", "for (int i = warp; i < warp + 1; ++i) {", cuda_only=True),
     Variant("no-warp-shuffle", "skips the warp reduction (lane 0 keeps only its own terms)", "csrc/trilinear_cuda.cu",
