@@ -1,0 +1,168 @@
+#pragma once
+// Chapter 06: bilinear resizing of NCHW tensors in three coordinate conventions.
+//
+//   x    (N, C, H_in, W_in)     contiguous NCHW (the entry points make it so)
+//   out  (N, C, H_out, W_out)   any H_out, W_out >= 1: up- and downsampling
+//
+// Each axis is resized on its own. For output index d along an axis of input
+// size in and output size out, the convention gives a source coordinate s, and
+//
+//   i0 = floor(s),  i1 = min(i0 + 1, in - 1),  l = s - i0
+//   out[d] = (1 - l) * x[i0] + l * x[i1]
+//
+// Bilinear = this along H, then along W: four taps per output pixel.
+//
+// The conventions (ratio is the step in input pixels per output pixel):
+//   align_corners  PyTorch align_corners=True      s = d * ratio,  ratio = (in-1)/(out-1), 0 if out == 1
+//   half_pixel     PyTorch align_corners=False,    s = max((d + 0.5) * ratio - 0.5, 0),  ratio = in/out
+//                  TF half_pixel_centers=True
+//   tf_legacy      TF 1.x resize_bilinear default  s = d * ratio,  ratio = in/out
+// PyTorch's F.interpolate(scale_factor=f) uses ratio = 1/f instead of in/out
+// (unless recompute_scale_factor=True): the optional `scale` below.
+#include <ATen/core/Tensor.h>
+#include <c10/macros/Macros.h>
+
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+enum class Mode : int { AlignCorners = 0, HalfPixel = 1, TfLegacy = 2 };
+
+// "align_corners" / "half_pixel" / "tf_legacy" -> Mode; throws naming `op` otherwise.
+Mode parse_mode(const char* op, std::string_view mode);
+
+// The step between source coordinates of neighbouring output pixels, computed
+// in T like PyTorch does (float for float/half/bfloat16 inputs, double for double).
+template <typename T>
+inline T axis_ratio(int64_t in, int64_t out, Mode mode, std::optional<double> scale) {
+  if (mode == Mode::AlignCorners) {
+    return out > 1 ? static_cast<T>(in - 1) / static_cast<T>(out - 1) : T(0);
+  }
+  if (scale.has_value()) {
+    return static_cast<T>(1.0 / *scale);  // the user's scale_factor wins over the sizes
+  }
+  return static_cast<T>(in) / static_cast<T>(out);
+}
+
+// The source coordinate of output index d (see the table above).
+template <typename T>
+C10_HOST_DEVICE inline T source_coordinate(int64_t d, T ratio, Mode mode) {
+  // BEGIN SOLUTION source-coordinate
+  // STUB: return (ratio - ratio) / (ratio - ratio);  // NaN until you write it
+  switch (mode) {
+    case Mode::AlignCorners:
+      return ratio * static_cast<T>(d);
+    case Mode::HalfPixel: {
+      // Pixel d's centre is at d + 0.5 in output units, at (d + 0.5) * ratio in
+      // input units, which is the coordinate (d + 0.5) * ratio - 0.5 of an
+      // input pixel index. Near the top/left edge that is negative; PyTorch
+      // clamps it to 0 (for bilinear that only changes l, not which pixels).
+      const T s = ratio * (static_cast<T>(d) + T(0.5)) - T(0.5);
+      return s < T(0) ? T(0) : s;
+    }
+    case Mode::TfLegacy:
+    default:
+      // The output grid starts at input pixel 0 and steps by in/out: the image
+      // shifts by half an output pixel towards the top-left.
+      return ratio * static_cast<T>(d);
+  }
+  // END SOLUTION
+}
+
+// The two input indices an output index reads, and the weight of the second.
+template <typename T>
+struct Taps {
+  int64_t i0, i1;
+  T l;  // x[i0] gets 1 - l, x[i1] gets l
+};
+
+template <typename T>
+C10_HOST_DEVICE inline Taps<T> source_taps(int64_t d, int64_t in, T ratio, Mode mode) {
+  const T s = source_coordinate<T>(d, ratio, mode);
+  const T f = std::floor(s);
+  // s lies in [0, in - 1] up to rounding for every mode, so the clamp below
+  // only guards the memory access; it never changes a correct result.
+  int64_t i0 = static_cast<int64_t>(f);
+  i0 = i0 < 0 ? 0 : (i0 > in - 1 ? in - 1 : i0);
+  const int64_t i1 = i0 + 1 < in ? i0 + 1 : in - 1;
+  return {i0, i1, s - f};
+}
+
+// The forward for one output pixel: the four taps of plane `x` (W_in wide),
+// blended along W within rows y.i0 and y.i1, then along H.
+template <typename scalar_t, typename T>
+C10_HOST_DEVICE inline T bilinear_sample(const scalar_t* __restrict__ x, int64_t W_in, const Taps<T>& y,
+                                         const Taps<T>& xt) {
+  // BEGIN SOLUTION bilinear-sample
+  // STUB: return (y.l - y.l) / (y.l - y.l);  // NaN until you write it
+  const scalar_t* row0 = x + y.i0 * W_in;
+  const scalar_t* row1 = x + y.i1 * W_in;
+  const T top = (T(1) - xt.l) * static_cast<T>(row0[xt.i0]) + xt.l * static_cast<T>(row0[xt.i1]);
+  const T bottom = (T(1) - xt.l) * static_cast<T>(row1[xt.i0]) + xt.l * static_cast<T>(row1[xt.i1]);
+  return (T(1) - y.l) * top + y.l * bottom;
+  // END SOLUTION
+}
+
+// The weight that output index d gives input index i along one axis (0 if d
+// does not read i). Both taps can be the same pixel (i0 == i1 == in - 1):
+// then the weights add up.
+template <typename T>
+C10_HOST_DEVICE inline T tap_weight(const Taps<T>& t, int64_t i) {
+  return (t.i0 == i ? T(1) - t.l : T(0)) + (t.i1 == i ? t.l : T(0));
+}
+
+// The gather backward asks the transposed question: which output indices read
+// input index i? i0(d) never decreases as d grows (s is monotone, and so is
+// its rounding), so the answer is a contiguous range [begin, end):
+//   d reads i through i0 when i0(d) == i, through i1 when i0(d) == i - 1
+//   (or i0(d) == i == in - 1, which is inside the first case).
+// first_output(j) is the first d with i0(d) >= j (out if none): a binary search.
+template <typename T>
+C10_HOST_DEVICE inline int64_t first_output(int64_t j, int64_t in, int64_t out, T ratio, Mode mode) {
+  int64_t lo = 0, hi = out;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (source_taps<T>(mid, in, ratio, mode).i0 >= j) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  return lo;
+}
+
+template <typename T>
+C10_HOST_DEVICE inline void gather_range(int64_t i, int64_t in, int64_t out, T ratio, Mode mode, int64_t& begin,
+                                         int64_t& end) {
+  // BEGIN SOLUTION gather-range
+  // STUB: begin = 0; end = 0;  // no contributions: the gradient comes out all zero
+  begin = first_output<T>(i - 1, in, out, ratio, mode);
+  end = first_output<T>(i + 1, in, out, ratio, mode);
+  // END SOLUTION
+}
+
+// Entry points (upsample.cpp): check the arguments, make x contiguous, allocate,
+// pick the kernel. `scale_h`/`scale_w` are PyTorch's scale factors (see above).
+at::Tensor upsample_forward(const at::Tensor& x, c10::IntArrayRef size, std::string_view mode,
+                            std::optional<double> scale_h, std::optional<double> scale_w,
+                            std::string_view backward);
+at::Tensor upsample_backward(const at::Tensor& grad_out, c10::IntArrayRef input_size, std::string_view mode,
+                             std::string_view method, std::optional<double> scale_h,
+                             std::optional<double> scale_w);
+
+// What the kernels receive: sizes, convention and per-axis ratios, already checked.
+struct ResizeGeometry {
+  int64_t planes;  // N * C
+  int64_t H_in, W_in, H_out, W_out;
+  Mode mode;
+  std::optional<double> scale_h, scale_w;
+};
+
+void upsample_forward_cpu(const at::Tensor& x, at::Tensor& out, const ResizeGeometry& g);
+void upsample_backward_cpu(const at::Tensor& grad_out, at::Tensor& grad_in, const ResizeGeometry& g);
+#ifdef WITH_CUDA
+void upsample_forward_cuda(const at::Tensor& x, at::Tensor& out, const ResizeGeometry& g);
+// method: true = gather (deterministic), false = scatter (atomicAdd)
+void upsample_backward_cuda(const at::Tensor& grad_out, at::Tensor& grad_in, const ResizeGeometry& g, bool gather);
+#endif

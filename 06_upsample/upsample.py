@@ -1,0 +1,139 @@
+"""Chapter 06: the bilinear resize operator, made a first-class PyTorch op.
+
+The kernels are registered in C++ (csrc/ops.cpp) as torch.ops.ch06.*. This
+file adds what the dispatcher needs from Python:
+
+* a fake (meta) implementation of each op: output shape and dtype without
+  computing anything, for torch.compile and torch.library.opcheck;
+* an autograd formula: the backward op is the transpose of the forward, and the
+  backward of the backward op is the forward again (so double backward works);
+
+and the public function `upsample_bilinear`, shaped like F.interpolate.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Sequence
+
+import torch
+
+from coursekit.build import build
+
+build(Path(__file__).parent)  # compiles csrc/ if needed; loading it registers torch.ops.ch06.*
+
+MODES = ("align_corners", "half_pixel", "tf_legacy")
+BACKWARDS = ("gather", "scatter")
+
+_forward = torch.ops.ch06.upsample_bilinear2d
+_backward = torch.ops.ch06.upsample_bilinear2d_backward
+
+
+@torch.library.register_fake("ch06::upsample_bilinear2d")
+def _forward_fake(x, size, mode, scale_h=None, scale_w=None, backward="gather"):
+    torch._check(x.dim() == 4, lambda: f"upsample_bilinear2d: x must be 4-D (N, C, H, W), got shape {list(x.shape)}")
+    return x.new_empty((x.shape[0], x.shape[1], size[0], size[1]))
+
+
+@torch.library.register_fake("ch06::upsample_bilinear2d_backward")
+def _backward_fake(grad_out, input_size, mode, method, scale_h=None, scale_w=None):
+    return grad_out.new_empty((grad_out.shape[0], grad_out.shape[1], input_size[0], input_size[1]))
+
+
+def _forward_setup(ctx, inputs, output):
+    x, size, mode, scale_h, scale_w, backward = inputs
+    ctx.args = (tuple(x.shape[2:]), tuple(size), mode, scale_h, scale_w, backward)
+
+
+def _forward_grad(ctx, grad):
+    input_size, _, mode, scale_h, scale_w, backward = ctx.args
+    # One gradient per forward input; size, mode, scales and backward get None.
+    return _backward(grad, input_size, mode, backward, scale_h, scale_w), None, None, None, None, None
+
+
+torch.library.register_autograd("ch06::upsample_bilinear2d", _forward_grad, setup_context=_forward_setup)
+
+
+def _backward_setup(ctx, inputs, output):
+    grad_out, input_size, mode, method, scale_h, scale_w = inputs
+    ctx.args = (tuple(grad_out.shape[2:]), mode, method, scale_h, scale_w)
+
+
+def _backward_grad(ctx, grad):
+    # The backward is linear in grad_out, with the transposed matrix of the
+    # forward; its own backward is therefore the forward.
+    size, mode, method, scale_h, scale_w = ctx.args
+    return _forward(grad, size, mode, scale_h, scale_w, method), None, None, None, None, None
+
+
+torch.library.register_autograd("ch06::upsample_bilinear2d_backward", _backward_grad, setup_context=_backward_setup)
+
+
+def _pair(value, name: str) -> tuple:
+    if isinstance(value, (list, tuple)):
+        if len(value) != 2:
+            raise ValueError(f"upsample_bilinear: {name} must be one value or (H, W), got {tuple(value)}")
+        return tuple(value)
+    return (value, value)
+
+
+def output_geometry(
+    in_hw: Sequence[int],
+    size: int | Sequence[int] | None,
+    scale_factor: float | Sequence[float] | None,
+    recompute_scale_factor: bool = False,
+) -> tuple[tuple[int, int], tuple[float | None, float | None]]:
+    """((H_out, W_out), (scale_h, scale_w)) as F.interpolate computes them.
+
+    With scale_factor, the output size is floor(in * factor), and unless
+    recompute_scale_factor is set PyTorch keeps the factor itself for the
+    coordinates (ratio 1/factor, not in/out): the scales returned here.
+    """
+    if (size is None) == (scale_factor is None):
+        raise ValueError("upsample_bilinear: give exactly one of size and scale_factor")
+    if size is not None:
+        out = _pair(size, "size")
+        if not all(isinstance(s, int) and s >= 1 for s in out):
+            raise ValueError(f"upsample_bilinear: size must be integers >= 1, got {out}")
+        return out, (None, None)
+    factors = _pair(scale_factor, "scale_factor")
+    if not all(isinstance(f, (int, float)) and math.isfinite(f) and f > 0 for f in factors):
+        raise ValueError(f"upsample_bilinear: scale_factor must be finite numbers > 0, got {factors}")
+    out = tuple(math.floor(float(n * f)) for n, f in zip(in_hw, factors))
+    if not all(o >= 1 for o in out):
+        raise ValueError(f"upsample_bilinear: scale_factor {factors} turns input size {tuple(in_hw)} into {out}; "
+                         "every output size must be >= 1")
+    scales = (None, None) if recompute_scale_factor else tuple(float(f) for f in factors)
+    return out, scales
+
+
+def upsample_bilinear(
+    x: torch.Tensor,
+    size: int | Sequence[int] | None = None,
+    scale_factor: float | Sequence[float] | None = None,
+    mode: str = "half_pixel",
+    backward: str = "gather",
+    recompute_scale_factor: bool = False,
+) -> torch.Tensor:
+    """Bilinear resize of an (N, C, H, W) tensor, up or down (no antialiasing).
+
+    mode: "half_pixel"    = F.interpolate(mode="bilinear", align_corners=False)
+          "align_corners" = F.interpolate(mode="bilinear", align_corners=True)
+          "tf_legacy"     = tf.compat.v1.image.resize_bilinear(align_corners=False, half_pixel_centers=False)
+    backward: "gather" (deterministic, default) or "scatter" (atomicAdd on a GPU).
+    With scale_factor, "half_pixel" uses the factor for the coordinates as
+    F.interpolate does; "tf_legacy" always uses in/out, as TensorFlow does
+    (TensorFlow only takes sizes).
+    """
+    if not isinstance(x, torch.Tensor) or x.dim() != 4:
+        shape = list(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+        raise ValueError(f"upsample_bilinear: x must be a 4-D (N, C, H, W) tensor, got {shape}")
+    if mode not in MODES:
+        raise ValueError(f"upsample_bilinear: mode must be one of {MODES}, got {mode!r}")
+    if backward not in BACKWARDS:
+        raise ValueError(f"upsample_bilinear: backward must be one of {BACKWARDS}, got {backward!r}")
+    out_hw, scales = output_geometry(x.shape[2:], size, scale_factor, recompute_scale_factor)
+    if mode != "half_pixel":
+        scales = (None, None)  # align_corners ignores them in PyTorch; TensorFlow has none
+    return _forward(x, list(out_hw), mode, scales[0], scales[1], backward)
