@@ -1,0 +1,58 @@
+// Chapter 05: the trilinear kernels registered as PyTorch operators.
+//
+// TORCH_LIBRARY declares operators (name + schema) in a namespace, here
+// `ch05`; TORCH_LIBRARY_IMPL gives each one a kernel per dispatch key (CPU,
+// CUDA, ...). Python then calls them as torch.ops.ch05.trilinear(...), and the
+// dispatcher routes each call by the tensors' device. Unlike a pybind11
+// function, a registered operator is visible to torch.compile, torch.export
+// and FakeTensor: they all go through the dispatcher. The Python side
+// (trilinear_op.py) adds what the dispatcher still needs: a fake
+// implementation (shapes without data) and the autograd formula.
+//
+// These registrations run when the shared library is loaded (static
+// initialisers), so importing the extension is enough. A namespace can be
+// defined by one TORCH_LIBRARY only, once per process: loading a second copy
+// of this library (a workspace build beside the chapter's) fails.
+#include <ATen/ops/empty.h>
+#include <torch/library.h>
+
+#include "trilinear.h"
+
+// The backward operator. A schema has a fixed number of returns, and each
+// `Tensor` return must be a real tensor, so a gradient nobody asked for comes
+// back as an empty tensor (numel 0) rather than as a missing one; the Python
+// side turns it into None.
+static std::tuple<at::Tensor, at::Tensor> trilinear_backward_op(const at::Tensor& grad_out, const at::Tensor& feats,
+                                                                const at::Tensor& points, bool need_feats,
+                                                                bool need_points) {
+  auto [grad_feats, grad_points] = trilinear_backward(grad_out, feats, points, need_feats, need_points);
+  if (!need_feats) {
+    grad_feats = at::empty({0}, feats.options());
+  }
+  if (!need_points) {
+    grad_points = at::empty({0}, points.options());
+  }
+  return {grad_feats, grad_points};
+}
+
+TORCH_LIBRARY(ch05, m) {
+  // Schemas use the same language as native_functions.yaml. No `(a!)`
+  // annotations: both ops are functional (they return new tensors and modify
+  // none of their inputs), which is what torch.library.register_autograd requires.
+  m.def("trilinear(Tensor feats, Tensor points) -> Tensor");
+  m.def("trilinear_backward(Tensor grad_out, Tensor feats, Tensor points, bool need_feats, bool need_points)"
+        " -> (Tensor, Tensor)");
+}
+
+// One function serves both keys: trilinear_forward already checks the inputs
+// and picks the CPU or the CUDA kernel by device (and, in a build without
+// CUDA, refuses CUDA tensors with a message that says so).
+TORCH_LIBRARY_IMPL(ch05, CPU, m) {
+  m.impl("trilinear", &trilinear_forward);
+  m.impl("trilinear_backward", &trilinear_backward_op);
+}
+
+TORCH_LIBRARY_IMPL(ch05, CUDA, m) {
+  m.impl("trilinear", &trilinear_forward);
+  m.impl("trilinear_backward", &trilinear_backward_op);
+}

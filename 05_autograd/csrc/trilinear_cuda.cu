@@ -1,0 +1,194 @@
+// Chapter 05: the CUDA kernels, forward and backward.
+//
+// Work decomposition: a block of threads handles a few cubes. threadIdx.x runs
+// over the feature axis f, threadIdx.y over cubes n within the block:
+//
+//   block (tx, ty) = (min(256, F rounded up to 32), 256 / tx)     grid.x = ceil(N / ty)
+//
+// Why f on threadIdx.x: the 32 threads of a warp have consecutive threadIdx.x.
+// feats[n][k][f] and out[n][f] are contiguous in f, so a warp reading
+// feats[n][k][f0 .. f0+31] touches one 128-byte segment: one memory transaction
+// ("coalesced"). Put n on threadIdx.x instead and the 32 threads read addresses
+// 8*F*4 bytes apart: 32 transactions for the same data. Chapter 03 measures it.
+#include "trilinear.h"
+
+#include <ATen/Dispatch.h>
+#include <ATen/OpMathType.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+template <typename scalar_t>
+__global__ void forward_cuda_kernel(const scalar_t* __restrict__ feats, const scalar_t* __restrict__ points,
+                                    scalar_t* __restrict__ out, int64_t N, int64_t F) {
+  using opmath_t = at::opmath_type<scalar_t>;
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
+  if (n >= N) {
+    return;  // the last block may have more rows of threads than cubes are left
+  }
+  // The point is the same for every f: all threads of the row read the same
+  // three values, which the hardware serves with one broadcast.
+  const opmath_t u = to_unit<opmath_t>(points[3 * n + 0]);
+  const opmath_t v = to_unit<opmath_t>(points[3 * n + 1]);
+  const opmath_t w = to_unit<opmath_t>(points[3 * n + 2]);
+  opmath_t weight[8];
+#pragma unroll
+  for (int k = 0; k < 8; ++k) {
+    weight[k] = corner_weight<opmath_t>(k, u, v, w);
+  }
+  const scalar_t* f_n = feats + n * 8 * F;  // 64-bit offsets: N * 8 * F may exceed 2^31
+  scalar_t* out_n = out + n * F;
+  // F may be larger than the block is wide: step over f in strides of blockDim.x.
+  for (int64_t f = threadIdx.x; f < F; f += blockDim.x) {
+    opmath_t acc = 0;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      acc += weight[k] * static_cast<opmath_t>(f_n[k * F + f]);
+    }
+    out_n[f] = static_cast<scalar_t>(acc);
+  }
+}
+
+void trilinear_forward_cuda(const at::Tensor& feats, const at::Tensor& points, at::Tensor& out) {
+  // Launch on the tensors' GPU, not on whatever device is current (cuda:1 inputs
+  // while cuda:0 is current would otherwise run on the wrong GPU).
+  const c10::cuda::CUDAGuard guard(feats.device());
+  const int64_t N = feats.size(0), F = feats.size(2);
+  const int tx = static_cast<int>(std::min<int64_t>(256, (F + 31) / 32 * 32));
+  const int ty = 256 / tx;
+  const dim3 block(tx, ty);
+  const int64_t blocks = (N + ty - 1) / ty;
+  TORCH_CHECK(blocks <= std::numeric_limits<int32_t>::max(), "trilinear: N = ", N, " is too large for one launch");
+  // Kernels go on the current stream: PyTorch orders work per stream, and code
+  // that runs us under torch.cuda.stream(s) expects our kernel on s.
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, feats.scalar_type(), "trilinear_forward_cuda", [&] {
+    forward_cuda_kernel<scalar_t><<<static_cast<unsigned>(blocks), block, 0, stream>>>(
+        feats.const_data_ptr<scalar_t>(), points.const_data_ptr<scalar_t>(), out.mutable_data_ptr<scalar_t>(), N, F);
+    // A bad launch (too many threads, no kernel image for this GPU) fails
+    // silently unless asked; this turns it into a Python exception here.
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  });
+}
+
+// Backward. Same decomposition as the forward: row threadIdx.y of the block
+// owns cube n, its threads step over f.
+//
+// grad_feats[n, k, f] = w_k * grad_out[n, f]: each element has exactly one
+// writer, like the forward. grad_points[n, :] is a sum over f of per-f terms,
+// computed by all the threads of the row. Letting each thread write its
+// partial sum would race (the last writer wins); an atomicAdd per thread works
+// but serialises up to 256 adds on one address and makes the float sum's order,
+// hence its rounding, vary from run to run. Instead the row reduces in two
+// steps, in a fixed order (so the result is the same every run):
+//   1. inside each warp, with register shuffles (no memory at all);
+//   2. across the warps of the row, through shared memory; one thread writes.
+template <typename scalar_t, bool NEED_FEATS, bool NEED_POINTS>
+__global__ void backward_cuda_kernel(const scalar_t* __restrict__ grad_out, const scalar_t* __restrict__ feats,
+                                     const scalar_t* __restrict__ points, scalar_t* __restrict__ grad_feats,
+                                     scalar_t* __restrict__ grad_points, int64_t N, int64_t F) {
+  using opmath_t = at::opmath_type<scalar_t>;
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
+  // No early return: every thread of the block must reach __syncthreads() below.
+  const bool valid = n < N;
+  opmath_t gx = 0, gy = 0, gz = 0;
+  if (valid) {
+    const opmath_t u = to_unit<opmath_t>(points[3 * n + 0]);
+    const opmath_t v = to_unit<opmath_t>(points[3 * n + 1]);
+    const opmath_t w = to_unit<opmath_t>(points[3 * n + 2]);
+    opmath_t weight[8], d_du[8], d_dv[8], d_dw[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      weight[k] = corner_weight<opmath_t>(k, u, v, w);
+      corner_weight_grad<opmath_t>(k, u, v, w, d_du[k], d_dv[k], d_dw[k]);
+    }
+    const scalar_t* f_n = feats + n * 8 * F;
+    for (int64_t f = threadIdx.x; f < F; f += blockDim.x) {
+      const opmath_t g = static_cast<opmath_t>(grad_out[n * F + f]);
+      if constexpr (NEED_FEATS) {
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+          grad_feats[(n * 8 + k) * F + f] = static_cast<scalar_t>(weight[k] * g);
+        }
+      }
+      if constexpr (NEED_POINTS) {
+        opmath_t sx = 0, sy = 0, sz = 0;
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+          const opmath_t value = static_cast<opmath_t>(f_n[k * F + f]);
+          sx += value * d_du[k];
+          sy += value * d_dv[k];
+          sz += value * d_dw[k];
+        }
+        gx += g * sx;
+        gy += g * sy;
+        gz += g * sz;
+      }
+    }
+  }
+  if constexpr (NEED_POINTS) {
+    // 1. Warp: after the loop, lane 0 holds the sum of the warp's 32 values.
+    //    blockDim.x is a multiple of 32, so a warp never spans two rows.
+    for (int offset = 16; offset > 0; offset /= 2) {
+      gx += __shfl_down_sync(0xffffffffu, gx, offset);
+      gy += __shfl_down_sync(0xffffffffu, gy, offset);
+      gz += __shfl_down_sync(0xffffffffu, gz, offset);
+    }
+    // 2. Row: lane 0 of each warp leaves its sum in shared memory (at most 8
+    //    warps in a 256-thread block); the row's first thread adds them up.
+    __shared__ opmath_t partial[8][3];
+    const int warp = (threadIdx.y * blockDim.x + threadIdx.x) / 32;
+    if (threadIdx.x % 32 == 0) {
+      partial[warp][0] = gx;
+      partial[warp][1] = gy;
+      partial[warp][2] = gz;
+    }
+    __syncthreads();
+    if (valid && threadIdx.x == 0) {
+      const int warps_per_row = blockDim.x / 32;
+      opmath_t sum[3] = {0, 0, 0};
+      for (int i = warp; i < warp + warps_per_row; ++i) {
+        for (int d = 0; d < 3; ++d) {
+          sum[d] += partial[i][d];
+        }
+      }
+      // du/dx = 1/2: the chain rule through u = (x + 1) / 2.
+      for (int d = 0; d < 3; ++d) {
+        grad_points[3 * n + d] = static_cast<scalar_t>(opmath_t(0.5) * sum[d]);
+      }
+    }
+  }
+}
+
+template <typename scalar_t, bool NEED_FEATS, bool NEED_POINTS>
+static void backward_cuda_launch(const at::Tensor& grad_out, const at::Tensor& feats, const at::Tensor& points,
+                                 at::Tensor& grad_feats, at::Tensor& grad_points, dim3 grid, dim3 block,
+                                 cudaStream_t stream) {
+  backward_cuda_kernel<scalar_t, NEED_FEATS, NEED_POINTS><<<grid, block, 0, stream>>>(
+      grad_out.const_data_ptr<scalar_t>(), feats.const_data_ptr<scalar_t>(), points.const_data_ptr<scalar_t>(),
+      NEED_FEATS ? grad_feats.mutable_data_ptr<scalar_t>() : nullptr,
+      NEED_POINTS ? grad_points.mutable_data_ptr<scalar_t>() : nullptr, feats.size(0), feats.size(2));
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+void trilinear_backward_cuda(const at::Tensor& grad_out, const at::Tensor& feats, const at::Tensor& points,
+                             at::Tensor& grad_feats, at::Tensor& grad_points) {
+  const c10::cuda::CUDAGuard guard(feats.device());
+  const int64_t N = feats.size(0), F = feats.size(2);
+  const int tx = static_cast<int>(std::min<int64_t>(256, (F + 31) / 32 * 32));
+  const int ty = 256 / tx;
+  const int64_t blocks = (N + ty - 1) / ty;
+  TORCH_CHECK(blocks <= std::numeric_limits<int32_t>::max(), "trilinear_backward: N = ", N, " is too large for one launch");
+  const dim3 grid(static_cast<unsigned>(blocks)), block(tx, ty);
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  const bool need_feats = grad_feats.defined(), need_points = grad_points.defined();
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, feats.scalar_type(), "trilinear_backward_cuda", [&] {
+    if (need_feats && need_points) {
+      backward_cuda_launch<scalar_t, true, true>(grad_out, feats, points, grad_feats, grad_points, grid, block, stream);
+    } else if (need_feats) {
+      backward_cuda_launch<scalar_t, true, false>(grad_out, feats, points, grad_feats, grad_points, grid, block, stream);
+    } else {
+      backward_cuda_launch<scalar_t, false, true>(grad_out, feats, points, grad_feats, grad_points, grid, block, stream);
+    }
+  });
+}
