@@ -93,6 +93,23 @@ def main(argv: list[str] | None = None) -> None:
             timing.nbytes(grad_out, feats, points, gf, gp), **fields)
         del grad_out, feats, points, gf, gp, out
 
+    # --- the points gradient: our fixed-order reduction against one atomicAdd per term
+    if device == "cuda":
+        for dtype in (torch.float32, torch.float64):
+            dname = str(dtype).replace("torch.", "")
+            grad_out, feats, points = inputs(N, F, device, dtype)
+            mine = ext.backward(grad_out, feats, points, False, True)[1]
+            runs = [ext.points_grad_atomic(grad_out, feats, points) for _ in range(10)]
+            identical = sum(torch.equal(r, runs[0]) for r in runs[1:])
+            fields = dict(N=N, F=F, dtype=dname, group="reduction")
+            add("grad_points, warp+shared reduction", lambda: ext.backward(grad_out, feats, points, False, True),
+                timing.nbytes(grad_out, feats, points, mine), bitwise_identical_reruns=9, **fields)
+            add("grad_points, atomicAdd per term", lambda: ext.points_grad_atomic(grad_out, feats, points),
+                timing.nbytes(grad_out, feats, points, mine), bitwise_identical_reruns=identical,
+                rel_error_vs_reduction=rel_error(runs[0], mine), **fields)
+            print(f"    atomicAdd: {identical} of 9 reruns bitwise identical to the first", flush=True)
+            del grad_out, feats, points, mine, runs
+
     # --- ours against autograd of the reference formula (float32)
     grad_out, feats, points = inputs(N, F, device, torch.float32)
     fields = dict(N=N, F=F, dtype="float32", group="vs_autograd")

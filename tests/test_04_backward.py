@@ -181,6 +181,16 @@ def test_second_gpu(ext, ref, device):
     assert_close(grad_points, ref_points.to(feats.device), what="grad_points")
 
 
+def test_atomic_comparison_kernel(ext, ref, device):
+    grad_out, feats, points = inputs(300, 100, device, torch.float64)
+    if device == "cpu":
+        with pytest.raises(RuntimeError, match="trilinear_points_grad_atomic: a CUDA-only comparison kernel"):
+            ext.points_grad_atomic(grad_out, feats, points)
+        return
+    assert_close(ext.points_grad_atomic(grad_out, feats, points), ref.trilinear_grads(grad_out, feats, points)[1].cuda(),
+                 what="grad_points (atomicAdd version)")
+
+
 def _bad(device):
     g, f, p = inputs(4, 5, device)
     cases = {

@@ -47,9 +47,7 @@ at::Tensor trilinear_forward(const at::Tensor& feats_in, const at::Tensor& point
   return out;
 }
 
-std::tuple<at::Tensor, at::Tensor> trilinear_backward(const at::Tensor& grad_out_in, const at::Tensor& feats_in,
-                                                      const at::Tensor& points_in, bool need_feats, bool need_points) {
-  check_trilinear_inputs(feats_in, points_in);
+static void check_grad_out(const at::Tensor& grad_out_in, const at::Tensor& feats_in) {
   TORCH_CHECK(grad_out_in.dim() == 2 && grad_out_in.size(0) == feats_in.size(0) && grad_out_in.size(1) == feats_in.size(2),
               "trilinear_backward: grad_out must have shape (N, F) = (", feats_in.size(0), ", ", feats_in.size(2),
               "), got ", grad_out_in.sizes());
@@ -59,6 +57,12 @@ std::tuple<at::Tensor, at::Tensor> trilinear_backward(const at::Tensor& grad_out
   TORCH_CHECK(grad_out_in.device() == feats_in.device(),
               "trilinear_backward: grad_out must be on the device of feats (", feats_in.device(), "), got ",
               grad_out_in.device());
+}
+
+std::tuple<at::Tensor, at::Tensor> trilinear_backward(const at::Tensor& grad_out_in, const at::Tensor& feats_in,
+                                                      const at::Tensor& points_in, bool need_feats, bool need_points) {
+  check_trilinear_inputs(feats_in, points_in);
+  check_grad_out(grad_out_in, feats_in);
   // Gradients that arrive from autograd are often not contiguous (expanded, transposed).
   const at::Tensor grad_out = grad_out_in.contiguous();
   const at::Tensor feats = feats_in.contiguous();
@@ -87,4 +91,23 @@ std::tuple<at::Tensor, at::Tensor> trilinear_backward(const at::Tensor& grad_out
     trilinear_backward_cpu(grad_out, feats, points, grad_feats, grad_points);
   }
   return {grad_feats, grad_points};
+}
+
+at::Tensor trilinear_points_grad_atomic(const at::Tensor& grad_out, const at::Tensor& feats, const at::Tensor& points) {
+  check_trilinear_inputs(feats, points);
+  check_grad_out(grad_out, feats);
+  TORCH_CHECK(feats.is_cuda(), "trilinear_points_grad_atomic: a CUDA-only comparison kernel, got tensors on ",
+              feats.device());
+  TORCH_CHECK(feats.scalar_type() == at::kFloat || feats.scalar_type() == at::kDouble,
+              "trilinear_points_grad_atomic: float32 or float64 only, got ", feats.scalar_type());
+  at::Tensor grad_points = at::zeros(points.sizes(), points.options());  // the atomics add into it
+  if (feats.size(0) == 0 || feats.size(2) == 0) {
+    return grad_points;
+  }
+#ifdef WITH_CUDA
+  trilinear_points_grad_atomic_cuda(grad_out.contiguous(), feats.contiguous(), points.contiguous(), grad_points);
+#else
+  TORCH_CHECK(false, "trilinear_points_grad_atomic: this extension was built without CUDA; run ./course doctor to see why");
+#endif
+  return grad_points;
 }

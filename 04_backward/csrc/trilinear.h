@@ -61,6 +61,10 @@ at::Tensor trilinear_forward(const at::Tensor& feats, const at::Tensor& points);
 std::tuple<at::Tensor, at::Tensor> trilinear_backward(const at::Tensor& grad_out, const at::Tensor& feats,
                                                       const at::Tensor& points, bool need_feats, bool need_points);
 
+// The naive alternative to the CUDA reduction, kept for the benchmark: one
+// atomicAdd per (n, f) term. CUDA only, float32/float64 only.
+at::Tensor trilinear_points_grad_atomic(const at::Tensor& grad_out, const at::Tensor& feats, const at::Tensor& points);
+
 // The kernels take contiguous, checked inputs and a preallocated output.
 // An undefined grad_feats / grad_points means "not needed".
 void trilinear_forward_cpu(const at::Tensor& feats, const at::Tensor& points, at::Tensor& out);
@@ -70,4 +74,6 @@ void trilinear_backward_cpu(const at::Tensor& grad_out, const at::Tensor& feats,
 void trilinear_forward_cuda(const at::Tensor& feats, const at::Tensor& points, at::Tensor& out);
 void trilinear_backward_cuda(const at::Tensor& grad_out, const at::Tensor& feats, const at::Tensor& points,
                              at::Tensor& grad_feats, at::Tensor& grad_points);
+void trilinear_points_grad_atomic_cuda(const at::Tensor& grad_out, const at::Tensor& feats, const at::Tensor& points,
+                                       at::Tensor& grad_points);
 #endif

@@ -195,3 +195,54 @@ void trilinear_backward_cuda(const at::Tensor& grad_out, const at::Tensor& feats
     }
   });
 }
+
+// For comparison only (the benchmark and the lesson): the points gradient with one
+// atomicAdd per (n, f) term straight into grad_points, which must start at zero.
+// Correct, but every thread of a row adds into the same three addresses, and the
+// hardware serialises additions to one address; the order of the additions, hence
+// the rounding of the float sum, changes from run to run.
+template <typename scalar_t>
+__global__ void points_grad_atomic_kernel(const scalar_t* __restrict__ grad_out, const scalar_t* __restrict__ feats,
+                                          const scalar_t* __restrict__ points, scalar_t* __restrict__ grad_points,
+                                          int64_t N, int64_t F) {
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
+  if (n >= N) {
+    return;  // no barrier in this kernel, so an early return is fine
+  }
+  const scalar_t u = to_unit<scalar_t>(points[3 * n + 0]);
+  const scalar_t v = to_unit<scalar_t>(points[3 * n + 1]);
+  const scalar_t w = to_unit<scalar_t>(points[3 * n + 2]);
+  for (int64_t f = threadIdx.x; f < F; f += blockDim.x) {
+    scalar_t sx = 0, sy = 0, sz = 0;
+    for (int k = 0; k < 8; ++k) {
+      scalar_t d_du, d_dv, d_dw;
+      corner_weight_grad<scalar_t>(k, u, v, w, d_du, d_dv, d_dw);
+      const scalar_t value = feats[(n * 8 + k) * F + f];
+      sx += value * d_du;
+      sy += value * d_dv;
+      sz += value * d_dw;
+    }
+    const scalar_t g = scalar_t(0.5) * grad_out[n * F + f];
+    atomicAdd(&grad_points[3 * n + 0], g * sx);
+    atomicAdd(&grad_points[3 * n + 1], g * sy);
+    atomicAdd(&grad_points[3 * n + 2], g * sz);
+  }
+}
+
+void trilinear_points_grad_atomic_cuda(const at::Tensor& grad_out, const at::Tensor& feats, const at::Tensor& points,
+                                       at::Tensor& grad_points) {
+  const c10::cuda::CUDAGuard guard(feats.device());
+  const int64_t N = feats.size(0), F = feats.size(2);
+  const int tx = static_cast<int>(std::min<int64_t>(256, (F + 31) / 32 * 32));
+  const int ty = 256 / tx;
+  const int64_t blocks = (N + ty - 1) / ty;
+  TORCH_CHECK(blocks <= std::numeric_limits<int32_t>::max(), "trilinear_points_grad_atomic: N = ", N,
+              " is too large for one launch");
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  AT_DISPATCH_FLOATING_TYPES(feats.scalar_type(), "trilinear_points_grad_atomic_cuda", [&] {
+    points_grad_atomic_kernel<scalar_t><<<static_cast<unsigned>(blocks), dim3(tx, ty), 0, stream>>>(
+        grad_out.const_data_ptr<scalar_t>(), feats.const_data_ptr<scalar_t>(), points.const_data_ptr<scalar_t>(),
+        grad_points.mutable_data_ptr<scalar_t>(), N, F);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  });
+}
