@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> None:
     compile_where = args.compile or ("all" if device == "cuda" else "target")
     if args.quick and args.compile is None:
         compile_where = "none"
-    min_run_time = 0.05 if args.quick else (0.3 if device == "cuda" else 0.5)
+    min_run_time = 0.05 if args.quick else (0.2 if device == "cuda" else 0.5)
     out_path = Path(args.out or ROOT / "results" / f"03_validate_{device}.json")
     ch02_path = Path(args.ch02_out or ROOT / "results" / f"02_forward_kernel_{device}.json")
 
@@ -121,32 +121,34 @@ def main(argv: list[str] | None = None) -> None:
     ref = {"eager": reference.trilinear}
 
     def with_compiled(at_target: bool) -> dict[str, Callable]:
-        if compile_where == "all" or (compile_where == "target" and at_target):
+        if (compile_where == "all" or (compile_where == "target" and at_target)):
             return ref | {"compiled": compiled(reference.trilinear)}
         return ref
 
+    def save(records: list[dict]) -> None:  # after each stage, so an interrupted run keeps what it measured
+        timing.save(out_path, records, device, extra={"bandwidth_Bps": bw, "timing_methods": methods,
+                                                       "quick": args.quick, "compile": compile_where})
+
+    print("chapter 02's kernel at the target point:")
+    ext02 = build(ROOT / "02_forward_kernel")
+    rows = time_variants({"chapter02": ext02.forward} | with_compiled(True), *target, device, bw, min_run_time,
+                         reference.trilinear, sweep="target")
+    timing.save(ch02_path, rows, device, extra={"bandwidth_Bps": bw, "quick": args.quick})
+    print(f"wrote {ch02_path}")
+
     n_sweep, f_sweep = sizes(device, args.quick)
-    records = []
+    records: list[dict] = []
     for sweep, shapes in (("N", n_sweep), ("F", f_sweep)):
         print(f"sweep over {sweep}:")
         for N, F in shapes:
             variants = ours | with_compiled((N, F) == target)
             records += time_variants(variants, N, F, device, bw, min_run_time, reference.trilinear, sweep=sweep)
+            save(records)
     print("dtypes at the target point:")
     for dtype in (torch.float64, torch.float32, torch.float16, torch.bfloat16):
         records += time_variants(ours, *target, device, bw, min_run_time, reference.trilinear, dtype, sweep="dtype")
-    timing.save(out_path, records, device, extra={"bandwidth_Bps": bw, "timing_methods": methods,
-                                                   "quick": args.quick, "compile": compile_where})
+    save(records)
     print(f"wrote {out_path}")
-
-    print("chapter 02's kernel at the target point:")
-    ext02 = build(ROOT / "02_forward_kernel")
-    variants = {"chapter02": ext02.forward} | ref
-    if compile_where != "none":
-        variants["compiled"] = compiled(reference.trilinear)
-    rows = time_variants(variants, *target, device, bw, min_run_time, reference.trilinear, sweep="target")
-    timing.save(ch02_path, rows, device, extra={"bandwidth_Bps": bw, "quick": args.quick})
-    print(f"wrote {ch02_path}")
 
 
 if __name__ == "__main__":
