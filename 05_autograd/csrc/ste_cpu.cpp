@@ -1,4 +1,5 @@
 // Chapter 05: round (ties to even), the entry point and the CPU kernel.
+#include "round.h"
 #include "ste.h"
 
 #include <ATen/Dispatch.h>

@@ -1,5 +1,6 @@
 // Chapter 05: round (ties to even), the CUDA kernel. One thread per element,
 // in a grid-stride loop so that any size fits a bounded grid.
+#include "round.h"
 #include "ste.h"
 
 #include <ATen/Dispatch.h>
