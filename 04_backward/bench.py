@@ -125,6 +125,9 @@ def main(argv: list[str] | None = None) -> None:
     candidates = {"eager": reference.trilinear}
     if with_compile:
         torch._dynamo.reset()
+        # Compiled backward graphs may reuse ("donate") saved buffers, which forbids
+        # the retain_graph=True that the backward-only timing below needs.
+        torch._functorch.config.donated_buffer = False
         candidates["torch.compile"] = torch.compile(reference.trilinear, dynamic=False)
     expected, _ = first_call_ms(autograd_fwd_bwd(reference.trilinear), device)
     add("ours forward+backward", ours_fwd_bwd, None, **fields)

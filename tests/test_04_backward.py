@@ -129,6 +129,21 @@ def test_non_contiguous_inputs(ext, ref, device):
         assert_close(grad_points, ref_points.to(device), what="grad_points")
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+def test_unaligned_inputs(ext, ref, device, dtype):
+    # Contiguous, but starting one element into their storage: not on a 16-byte
+    # boundary, so the CUDA kernel must fall back from 16-byte packs to single elements.
+    N, F = 100, 64
+    grad_out = torch.randn(N * F + 1, device=device, dtype=dtype)[1:].view(N, F)
+    feats = torch.randn(N * 8 * F + 1, device=device, dtype=dtype)[1:].view(N, 8, F)
+    points = (torch.rand(N, 3, device=device) * 2 - 1).to(dtype)
+    with poisoned_empty():
+        grad_feats, grad_points = ext.backward(grad_out, feats, points)
+    ref_feats, ref_points = ref.trilinear_grads(grad_out, feats, points)
+    assert_close(grad_feats, ref_feats.to(dtype), dtype, what="grad_feats")
+    assert_close(grad_points, ref_points.to(dtype), dtype, what="grad_points", tol=POINTS_TOL[dtype])
+
+
 @pytest.mark.parametrize("N, F", [(0, 8), (8, 0), (0, 0)])
 def test_empty(ext, device, N, F):
     grad_out, feats, points = inputs(N, F, device)

@@ -6,6 +6,7 @@
 //     or 2 doubles per instruction instead of one element, so fewer, wider
 //     memory transactions carry the same bytes (it matters most for 2-byte types).
 #include "gelu.h"
+#include "pack.cuh"
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
@@ -14,14 +15,6 @@
 #include <c10/cuda/CUDAStream.h>
 
 #include <algorithm>
-#include <cstdint>
-
-// VEC elements that the hardware loads or stores as one 16-byte access
-// (requires an address that is a multiple of 16: checked before launch).
-template <typename scalar_t, int VEC>
-struct alignas(sizeof(scalar_t) * VEC) Pack {
-  scalar_t v[VEC];
-};
 
 template <typename scalar_t>
 struct GeluForward {
@@ -62,10 +55,6 @@ __global__ void elementwise_kernel(const scalar_t* __restrict__ x, const scalar_
   for (int64_t i = packs * VEC + first; i < numel; i += stride) {
     out[i] = op(x[i], grad ? grad[i] : x[i]);
   }
-}
-
-static bool aligned16(const void* p) {
-  return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
 }
 
 template <typename scalar_t, typename Op>

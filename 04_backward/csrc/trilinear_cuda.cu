@@ -10,6 +10,7 @@
 // feats[n][k][f0 .. f0+31] touches one 128-byte segment: one memory transaction
 // ("coalesced"). Put n on threadIdx.x instead and the 32 threads read addresses
 // 8*F*4 bytes apart: 32 transactions for the same data. Chapter 03 measures it.
+#include "pack.cuh"
 #include "trilinear.h"
 
 #include <ATen/Dispatch.h>
@@ -72,22 +73,26 @@ void trilinear_forward_cuda(const at::Tensor& feats, const at::Tensor& points, a
 }
 
 // Backward. Same decomposition as the forward: row threadIdx.y of the block
-// owns cube n, its threads step over f.
+// owns cube n, its threads step over f. One change: each thread takes a pack of
+// VEC consecutive features (16 bytes: 4 floats, 8 halves, 2 doubles) per load
+// and store instead of one, when F and the addresses allow it (else VEC = 1).
 //
 // grad_feats[n, k, f] = w_k * grad_out[n, f]: each element has exactly one
 // writer, like the forward. grad_points[n, :] is a sum over f of per-f terms,
 // computed by all the threads of the row. Letting each thread write its
-// partial sum would race (the last writer wins); an atomicAdd per thread works
-// but serialises up to 256 adds on one address and makes the float sum's order,
-// hence its rounding, vary from run to run. Instead the row reduces in two
-// steps, in a fixed order (so the result is the same every run):
+// partial sum would race (the last writer wins); an atomicAdd per term works
+// but serialises the adds on one address and makes the float sum's order,
+// hence its rounding, vary from run to run (the benchmark measures both).
+// Instead the row reduces in two steps, in a fixed order (so the result is the
+// same every run):
 //   1. inside each warp, with register shuffles (no memory at all);
 //   2. across the warps of the row, through shared memory; one thread writes.
-template <typename scalar_t, bool NEED_FEATS, bool NEED_POINTS>
+template <typename scalar_t, int VEC, bool NEED_FEATS, bool NEED_POINTS>
 __global__ void backward_cuda_kernel(const scalar_t* __restrict__ grad_out, const scalar_t* __restrict__ feats,
                                      const scalar_t* __restrict__ points, scalar_t* __restrict__ grad_feats,
                                      scalar_t* __restrict__ grad_points, int64_t N, int64_t F) {
   using opmath_t = at::opmath_type<scalar_t>;
+  using P = Pack<scalar_t, VEC>;
   const int64_t n = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
   // No early return: every thread of the block must reach __syncthreads() below.
   const bool valid = n < N;
@@ -102,27 +107,44 @@ __global__ void backward_cuda_kernel(const scalar_t* __restrict__ grad_out, cons
       weight[k] = corner_weight<opmath_t>(k, u, v, w);
       corner_weight_grad<opmath_t>(k, u, v, w, d_du[k], d_dv[k], d_dw[k]);
     }
-    const scalar_t* f_n = feats + n * 8 * F;
-    for (int64_t f = threadIdx.x; f < F; f += blockDim.x) {
-      const opmath_t g = static_cast<opmath_t>(grad_out[n * F + f]);
+    const int64_t packs = F / VEC;  // the host picks VEC so that it divides F
+    const P* g_n = reinterpret_cast<const P*>(grad_out + n * F);
+    const P* f_n = reinterpret_cast<const P*>(feats + n * 8 * F);  // 64-bit offsets: N * 8 * F may exceed 2^31
+    for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
+      const P g = g_n[p];
       if constexpr (NEED_FEATS) {
+        P* gf_n = reinterpret_cast<P*>(grad_feats + n * 8 * F);
 #pragma unroll
         for (int k = 0; k < 8; ++k) {
-          grad_feats[(n * 8 + k) * F + f] = static_cast<scalar_t>(weight[k] * g);
+          P out;
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) {
+            out.v[j] = static_cast<scalar_t>(weight[k] * static_cast<opmath_t>(g.v[j]));
+          }
+          gf_n[k * packs + p] = out;
         }
       }
       if constexpr (NEED_POINTS) {
-        opmath_t sx = 0, sy = 0, sz = 0;
+        // sx[j] = sum_k feats[n, k, f] * dw_k/du for the pack's feature f = p * VEC + j (sy, sz alike).
+        opmath_t sx[VEC] = {}, sy[VEC] = {}, sz[VEC] = {};
 #pragma unroll
         for (int k = 0; k < 8; ++k) {
-          const opmath_t value = static_cast<opmath_t>(f_n[k * F + f]);
-          sx += value * d_du[k];
-          sy += value * d_dv[k];
-          sz += value * d_dw[k];
+          const P value = f_n[k * packs + p];
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) {
+            const opmath_t x = static_cast<opmath_t>(value.v[j]);
+            sx[j] += x * d_du[k];
+            sy[j] += x * d_dv[k];
+            sz[j] += x * d_dw[k];
+          }
         }
-        gx += g * sx;
-        gy += g * sy;
-        gz += g * sz;
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) {
+          const opmath_t gj = static_cast<opmath_t>(g.v[j]);
+          gx += gj * sx[j];
+          gy += gj * sy[j];
+          gz += gj * sz[j];
+        }
       }
     }
   }
@@ -163,35 +185,53 @@ __global__ void backward_cuda_kernel(const scalar_t* __restrict__ grad_out, cons
   }
 }
 
-template <typename scalar_t, bool NEED_FEATS, bool NEED_POINTS>
+template <typename scalar_t, int VEC, bool NEED_FEATS, bool NEED_POINTS>
 static void backward_cuda_launch(const at::Tensor& grad_out, const at::Tensor& feats, const at::Tensor& points,
-                                 at::Tensor& grad_feats, at::Tensor& grad_points, dim3 grid, dim3 block,
-                                 cudaStream_t stream) {
-  backward_cuda_kernel<scalar_t, NEED_FEATS, NEED_POINTS><<<grid, block, 0, stream>>>(
+                                 at::Tensor& grad_feats, at::Tensor& grad_points, cudaStream_t stream) {
+  const int64_t N = feats.size(0), F = feats.size(2);
+  // A row of threads per cube, as wide as the packs of one cube's features
+  // (rounded up to whole warps, at most 256); as many rows as fit in 256 threads.
+  const int tx = static_cast<int>(std::min<int64_t>(256, (F / VEC + 31) / 32 * 32));
+  const int ty = 256 / tx;
+  const int64_t blocks = (N + ty - 1) / ty;
+  TORCH_CHECK(blocks <= std::numeric_limits<int32_t>::max(), "trilinear_backward: N = ", N,
+              " is too large for one launch");
+  backward_cuda_kernel<scalar_t, VEC, NEED_FEATS, NEED_POINTS><<<static_cast<unsigned>(blocks), dim3(tx, ty), 0, stream>>>(
       grad_out.const_data_ptr<scalar_t>(), feats.const_data_ptr<scalar_t>(), points.const_data_ptr<scalar_t>(),
       NEED_FEATS ? grad_feats.mutable_data_ptr<scalar_t>() : nullptr,
-      NEED_POINTS ? grad_points.mutable_data_ptr<scalar_t>() : nullptr, feats.size(0), feats.size(2));
+      NEED_POINTS ? grad_points.mutable_data_ptr<scalar_t>() : nullptr, N, F);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+template <typename scalar_t, int VEC>
+static void backward_cuda_flags(const at::Tensor& grad_out, const at::Tensor& feats, const at::Tensor& points,
+                                at::Tensor& grad_feats, at::Tensor& grad_points, cudaStream_t stream) {
+  // The flags become template arguments: a kernel compiled for "grad_feats only"
+  // contains no code (and reads no memory) for the points gradient.
+  if (grad_feats.defined() && grad_points.defined()) {
+    backward_cuda_launch<scalar_t, VEC, true, true>(grad_out, feats, points, grad_feats, grad_points, stream);
+  } else if (grad_feats.defined()) {
+    backward_cuda_launch<scalar_t, VEC, true, false>(grad_out, feats, points, grad_feats, grad_points, stream);
+  } else {
+    backward_cuda_launch<scalar_t, VEC, false, true>(grad_out, feats, points, grad_feats, grad_points, stream);
+  }
 }
 
 void trilinear_backward_cuda(const at::Tensor& grad_out, const at::Tensor& feats, const at::Tensor& points,
                              at::Tensor& grad_feats, at::Tensor& grad_points) {
   const c10::cuda::CUDAGuard guard(feats.device());
-  const int64_t N = feats.size(0), F = feats.size(2);
-  const int tx = static_cast<int>(std::min<int64_t>(256, (F + 31) / 32 * 32));
-  const int ty = 256 / tx;
-  const int64_t blocks = (N + ty - 1) / ty;
-  TORCH_CHECK(blocks <= std::numeric_limits<int32_t>::max(), "trilinear_backward: N = ", N, " is too large for one launch");
-  const dim3 grid(static_cast<unsigned>(blocks)), block(tx, ty);
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  const bool need_feats = grad_feats.defined(), need_points = grad_points.defined();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, feats.scalar_type(), "trilinear_backward_cuda", [&] {
-    if (need_feats && need_points) {
-      backward_cuda_launch<scalar_t, true, true>(grad_out, feats, points, grad_feats, grad_points, grid, block, stream);
-    } else if (need_feats) {
-      backward_cuda_launch<scalar_t, true, false>(grad_out, feats, points, grad_feats, grad_points, grid, block, stream);
+    constexpr int kVec = 16 / sizeof(scalar_t);
+    // Packs need F to be a multiple of kVec and every row to start on a 16-byte
+    // boundary (fresh allocations do; a tensor that is a slice may not).
+    const bool packed = feats.size(2) % kVec == 0 && aligned16(grad_out.const_data_ptr()) &&
+                        aligned16(feats.const_data_ptr()) &&
+                        (!grad_feats.defined() || aligned16(grad_feats.const_data_ptr()));
+    if (packed) {
+      backward_cuda_flags<scalar_t, kVec>(grad_out, feats, points, grad_feats, grad_points, stream);
     } else {
-      backward_cuda_launch<scalar_t, false, true>(grad_out, feats, points, grad_feats, grad_points, grid, block, stream);
+      backward_cuda_flags<scalar_t, 1>(grad_out, feats, points, grad_feats, grad_points, stream);
     }
   });
 }

@@ -24,7 +24,8 @@ VARIANTS = [
             "        grad_points[3 * n + d] = static_cast<scalar_t>(opmath_t(0.5) * (d == 0 ? gx : d == 1 ? gy : gz));\n"
             "      }\n    }\n    if (false) {", cuda_only=True),
     Variant("grad-feats-wrong-corner-cuda", "the CUDA kernel writes corner k's gradient with weight 7-k",
-            "csrc/trilinear_cuda.cu", "static_cast<scalar_t>(weight[k] * g);", "static_cast<scalar_t>(weight[7 - k] * g);",
+            "csrc/trilinear_cuda.cu", "static_cast<scalar_t>(weight[k] * static_cast<opmath_t>(g.v[j]));",
+            "static_cast<scalar_t>(weight[7 - k] * static_cast<opmath_t>(g.v[j]));",
             cuda_only=True),
     Variant("warp-only-reduction", "sums only the first warp of each row", "csrc/trilinear_cuda.cu",
             "for (int i = warp; i < warp + warps_per_row; ++i) {", "for (int i = warp; i < warp + 1; ++i) {", cuda_only=True),
