@@ -14,6 +14,7 @@ feature-grid scene representations (Instant-NGP-style encoders, plenoxels).
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import torch
@@ -21,9 +22,12 @@ from torch import nn
 
 from coursekit.build import load_python
 
-# The operator route (trilinear_op.py), from this file's folder: the module
-# compiles with torch.compile(fullgraph=True).
-trilinear = load_python(Path(__file__).parent, "trilinear_op").trilinear
+# The operator route (trilinear_op.py), so that the module compiles with
+# torch.compile(fullgraph=True). Its registrations (fake impl, autograd) are
+# made once per process: reuse it if it is loaded already (some torch versions
+# refuse a second register_fake for the same op).
+_op = sys.modules.get("trilinear_op") or load_python(Path(__file__).parent, "trilinear_op")
+trilinear = _op.trilinear
 
 # Corner k of a cell sits at offsets (k>>2 & 1, k>>1 & 1, k & 1) along (x, y, z).
 CORNERS = torch.tensor([[(k >> 2) & 1, (k >> 1) & 1, k & 1] for k in range(8)])
