@@ -113,7 +113,7 @@ def check_backward(up, device, dtype, shape, size, mode, method):
 
 
 @pytest.mark.exercise("source-coordinate")
-@pytest.mark.exercise("bilinear-sample")
+@pytest.mark.exercise("sample-line")
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("shape, size", SHAPES, ids=SHAPE_IDS)
 def test_forward_cpu(up, dtype, shape, size, mode):
@@ -122,7 +122,7 @@ def test_forward_cpu(up, dtype, shape, size, mode):
 
 @pytest.mark.cuda
 @pytest.mark.exercise("source-coordinate")
-@pytest.mark.exercise("bilinear-sample")
+@pytest.mark.exercise("sample-line")
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("shape, size", CUDA_SHAPES, ids=CUDA_IDS)
 def test_forward_cuda(up, device, dtype, shape, size, mode):
@@ -152,7 +152,7 @@ def test_backward_cuda(up, device, dtype, shape, size, mode, method):
 
 
 @pytest.mark.exercise("source-coordinate")
-@pytest.mark.exercise("bilinear-sample")
+@pytest.mark.exercise("sample-line")
 @pytest.mark.parametrize(
     "mode, expected",
     [
@@ -169,7 +169,7 @@ def test_worked_example(up, device, mode, expected):
 
 
 @pytest.mark.exercise("source-coordinate")
-@pytest.mark.exercise("bilinear-sample")
+@pytest.mark.exercise("sample-line")
 @pytest.mark.parametrize("mode", MODES)
 def test_tensorflow_golden(up, device, mode):
     """Values TensorFlow's tf.compat.v1.image.resize_bilinear computed (float32)."""

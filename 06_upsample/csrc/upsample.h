@@ -89,19 +89,24 @@ C10_HOST_DEVICE inline Taps<T> source_taps(int64_t d, int64_t in, T ratio, Mode 
   return {i0, i1, s - f};
 }
 
-// The forward for one output pixel: the four taps of plane `x` (W_in wide),
-// blended along W within rows y.i0 and y.i1, then along H.
+// One axis: the value at taps t of a line of samples (a row, or one column
+// of two rows' results).
+template <typename scalar_t, typename T>
+C10_HOST_DEVICE inline T sample_line(const scalar_t* __restrict__ line, const Taps<T>& t) {
+  // BEGIN SOLUTION sample-line
+  // STUB: return (t.l - t.l) / (t.l - t.l);  // NaN until you write it
+  return (T(1) - t.l) * static_cast<T>(line[t.i0]) + t.l * static_cast<T>(line[t.i1]);
+  // END SOLUTION
+}
+
+// The forward for one output pixel: rows y.i0 and y.i1 of plane `x` (W_in
+// wide) sampled along W, then the two results blended along H.
 template <typename scalar_t, typename T>
 C10_HOST_DEVICE inline T bilinear_sample(const scalar_t* __restrict__ x, int64_t W_in, const Taps<T>& y,
                                          const Taps<T>& xt) {
-  // BEGIN SOLUTION bilinear-sample
-  // STUB: return (y.l - y.l) / (y.l - y.l);  // NaN until you write it
-  const scalar_t* row0 = x + y.i0 * W_in;
-  const scalar_t* row1 = x + y.i1 * W_in;
-  const T top = (T(1) - xt.l) * static_cast<T>(row0[xt.i0]) + xt.l * static_cast<T>(row0[xt.i1]);
-  const T bottom = (T(1) - xt.l) * static_cast<T>(row1[xt.i0]) + xt.l * static_cast<T>(row1[xt.i1]);
+  const T top = sample_line<scalar_t, T>(x + y.i0 * W_in, xt);
+  const T bottom = sample_line<scalar_t, T>(x + y.i1 * W_in, xt);
   return (T(1) - y.l) * top + y.l * bottom;
-  // END SOLUTION
 }
 
 // The weight that output index d gives input index i along one axis (0 if d

@@ -1,13 +1,21 @@
 // Chapter 06: the CPU kernels.
 //
-// The taps of an output column depend only on its index along W, so they are
-// computed once per call into a small table and reused by every row of every
-// plane; the taps of a row once per row. The inner loop then only loads,
-// blends and stores.
+// Bilinear resizing is separable: interpolate along W, then along H. The CPU
+// kernels use that to do less work than "four taps per output pixel":
+//
+//   forward   each input row is interpolated along W once (into a W_out-long
+//             line) and kept while neighbouring output rows blend it along H;
+//   backward  each grad_out row is gathered along W once (into a W_in-long
+//             line) and kept while neighbouring input rows gather it along H.
+//
+// The taps of an output column depend only on its index, so they go into a
+// table once per call. Work is split over rows with at::parallel_for; each
+// task keeps its own small cache of lines, so tasks never share writable data.
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "upsample.h"
@@ -21,25 +29,63 @@ static std::vector<Taps<T>> taps_table(int64_t in, int64_t out, T ratio, Mode mo
   return taps;
 }
 
-// Rows of about this many output elements make one task for the thread pool.
+// Rows of about this many elements make one task for the thread pool.
 constexpr int64_t kGrainElements = 16384;
+
+// A few lines of `length` values, each tagged with the row it holds. Looking a
+// row up either finds it or recomputes it into the slot `slot_of(row)`.
+template <typename T>
+class LineCache {
+ public:
+  LineCache(int64_t slots, int64_t length)
+      : length_(length), keys_(slots, -1), data_(static_cast<size_t>(slots * length)) {}
+
+  template <typename Fill>
+  const T* get(int64_t key, int64_t slot, Fill&& fill) {
+    T* line = data_.data() + slot * length_;
+    if (keys_[slot] != key) {
+      fill(line);
+      keys_[slot] = key;
+    }
+    return line;
+  }
+
+ private:
+  int64_t length_;
+  std::vector<int64_t> keys_;
+  std::vector<T> data_;
+};
 
 template <typename scalar_t>
 static void forward_kernel(const scalar_t* x, scalar_t* out, const ResizeGeometry& g) {
+  // opmath_t is float for float16/bfloat16 (their arithmetic is done in float), else scalar_t.
   using opmath_t = at::opmath_type<scalar_t>;
   const opmath_t rh = axis_ratio<opmath_t>(g.H_in, g.H_out, g.mode, g.scale_h);
   const opmath_t rw = axis_ratio<opmath_t>(g.W_in, g.W_out, g.mode, g.scale_w);
   const std::vector<Taps<opmath_t>> xtaps = taps_table<opmath_t>(g.W_in, g.W_out, rw, g.mode);
-  const int64_t rows = g.planes * g.H_out;  // one task = some output rows, across planes
+  const int64_t rows = g.planes * g.H_out;  // output rows of all planes, in memory order
   const int64_t grain = std::max<int64_t>(1, kGrainElements / g.W_out);
   at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
+    // Input row r (of all planes: r = p * H_in + i) goes to slot r % 2. An
+    // output row needs rows i0 and i0 + 1 (or i0 twice): different slots.
+    LineCache<opmath_t> cache(2, g.W_out);
     for (int64_t row = begin; row < end; ++row) {
       const int64_t p = row / g.H_out, h = row % g.H_out;
       const Taps<opmath_t> yt = source_taps<opmath_t>(h, g.H_in, rh, g.mode);
-      const scalar_t* plane = x + p * g.H_in * g.W_in;
+      auto along_w = [&](int64_t r) {
+        return cache.get(r, r % 2, [&](opmath_t* line) {
+          const scalar_t* in_row = x + r * g.W_in;
+          for (int64_t w = 0; w < g.W_out; ++w) {
+            line[w] = sample_line<scalar_t, opmath_t>(in_row, xtaps[w]);
+          }
+        });
+      };
+      const opmath_t* top = along_w(p * g.H_in + yt.i0);
+      const opmath_t* bottom = along_w(p * g.H_in + yt.i1);
+      const opmath_t a = opmath_t(1) - yt.l, b = yt.l;
       scalar_t* out_row = out + row * g.W_out;
-      for (int64_t w = 0; w < g.W_out; ++w) {
-        out_row[w] = static_cast<scalar_t>(bilinear_sample<scalar_t, opmath_t>(plane, g.W_in, yt, xtaps[w]));
+      for (int64_t w = 0; w < g.W_out; ++w) {  // contiguous: the compiler vectorises it
+        out_row[w] = static_cast<scalar_t>(a * top[w] + b * bottom[w]);
       }
     }
   });
@@ -53,40 +99,56 @@ void upsample_forward_cpu(const at::Tensor& x, at::Tensor& out, const ResizeGeom
 
 // Backward, by gathering: each input pixel (h, w) sums grad_out over the output
 // pixels that read it, each times the weight it was read with:
-//   grad_in[h, w] = sum_{dh in range(h)} wy(dh, h) * sum_{dw in range(w)} wx(dw, w) * grad_out[dh, dw]
+//   grad_in[h, w] = sum_{dh in range(h)} wy(dh, h) * line_dh[w],
+//   line_dh[w]    = sum_{dw in range(w)} wx(dw, w) * grad_out[dh, dw]
 // Every grad_in element has one owner and a fixed summation order: no races,
-// and the same bits on every run and for any number of threads.
+// and the same bits on every run and for any number of threads (the cache only
+// avoids recomputing identical lines).
 template <typename scalar_t>
 static void backward_kernel(const scalar_t* grad_out, scalar_t* grad_in, const ResizeGeometry& g) {
   using opmath_t = at::opmath_type<scalar_t>;
   const opmath_t rh = axis_ratio<opmath_t>(g.H_in, g.H_out, g.mode, g.scale_h);
   const opmath_t rw = axis_ratio<opmath_t>(g.W_in, g.W_out, g.mode, g.scale_w);
   const std::vector<Taps<opmath_t>> xtaps = taps_table<opmath_t>(g.W_in, g.W_out, rw, g.mode);
-  std::vector<int64_t> w_begin(g.W_in), w_end(g.W_in);
+  const std::vector<Taps<opmath_t>> ytaps = taps_table<opmath_t>(g.H_in, g.H_out, rh, g.mode);
+  std::vector<int64_t> w_begin(g.W_in), w_end(g.W_in), h_begin(g.H_in), h_end(g.H_in);
   for (int64_t w = 0; w < g.W_in; ++w) {
     gather_range<opmath_t>(w, g.W_in, g.W_out, rw, g.mode, w_begin[w], w_end[w]);
+  }
+  int64_t longest = 1;  // the most grad_out rows one input row reads
+  for (int64_t h = 0; h < g.H_in; ++h) {
+    gather_range<opmath_t>(h, g.H_in, g.H_out, rh, g.mode, h_begin[h], h_end[h]);
+    longest = std::max(longest, h_end[h] - h_begin[h]);
   }
   const int64_t rows = g.planes * g.H_in;
   const int64_t grain = std::max<int64_t>(1, kGrainElements / g.W_in);
   at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
+    // grad_out row dh goes to slot dh % longest: the rows of one range are
+    // consecutive, so they never share a slot.
+    LineCache<opmath_t> cache(longest, g.W_in);
+    std::vector<opmath_t> acc(g.W_in);
     for (int64_t row = begin; row < end; ++row) {
       const int64_t p = row / g.H_in, h = row % g.H_in;
-      int64_t h_begin, h_end;
-      gather_range<opmath_t>(h, g.H_in, g.H_out, rh, g.mode, h_begin, h_end);
-      const scalar_t* go = grad_out + p * g.H_out * g.W_out;
+      std::fill(acc.begin(), acc.end(), opmath_t(0));
+      for (int64_t dh = h_begin[h]; dh < h_end[h]; ++dh) {
+        const opmath_t* line = cache.get(p * g.H_out + dh, dh % longest, [&](opmath_t* dst) {
+          const scalar_t* go_row = grad_out + (p * g.H_out + dh) * g.W_out;
+          for (int64_t w = 0; w < g.W_in; ++w) {
+            opmath_t sum = 0;
+            for (int64_t dw = w_begin[w]; dw < w_end[w]; ++dw) {
+              sum += tap_weight<opmath_t>(xtaps[dw], w) * static_cast<opmath_t>(go_row[dw]);
+            }
+            dst[w] = sum;
+          }
+        });
+        const opmath_t wy = tap_weight<opmath_t>(ytaps[dh], h);
+        for (int64_t w = 0; w < g.W_in; ++w) {
+          acc[w] += wy * line[w];
+        }
+      }
       scalar_t* gi_row = grad_in + row * g.W_in;
       for (int64_t w = 0; w < g.W_in; ++w) {
-        opmath_t acc = 0;
-        for (int64_t dh = h_begin; dh < h_end; ++dh) {
-          const opmath_t wy = tap_weight<opmath_t>(source_taps<opmath_t>(dh, g.H_in, rh, g.mode), h);
-          const scalar_t* go_row = go + dh * g.W_out;
-          opmath_t sum = 0;
-          for (int64_t dw = w_begin[w]; dw < w_end[w]; ++dw) {
-            sum += tap_weight<opmath_t>(xtaps[dw], w) * static_cast<opmath_t>(go_row[dw]);
-          }
-          acc += wy * sum;
-        }
-        gi_row[w] = static_cast<scalar_t>(acc);
+        gi_row[w] = static_cast<scalar_t>(acc[w]);
       }
     }
   });
