@@ -98,17 +98,28 @@ def main(argv: list[str] | None = None) -> None:
         for dtype in (torch.float32, torch.float64):
             dname = str(dtype).replace("torch.", "")
             grad_out, feats, points = inputs(N, F, device, dtype)
-            mine = ext.backward(grad_out, feats, points, False, True)[1]
+            ours = [ext.backward(grad_out, feats, points, False, True)[1] for _ in range(10)]
+            mine = ours[0]
             runs = [ext.points_grad_atomic(grad_out, feats, points) for _ in range(10)]
             identical = sum(torch.equal(r, runs[0]) for r in runs[1:])
+            identical_ours = sum(torch.equal(r, mine) for r in ours[1:])
             fields = dict(N=N, F=F, dtype=dname, group="reduction")
             add("grad_points, warp+shared reduction", lambda: ext.backward(grad_out, feats, points, False, True),
-                timing.nbytes(grad_out, feats, points, mine), bitwise_identical_reruns=9, **fields)
+                timing.nbytes(grad_out, feats, points, mine), bitwise_identical_reruns=identical_ours, **fields)
             add("grad_points, atomicAdd per term", lambda: ext.points_grad_atomic(grad_out, feats, points),
                 timing.nbytes(grad_out, feats, points, mine), bitwise_identical_reruns=identical,
                 rel_error_vs_reduction=rel_error(runs[0], mine), **fields)
-            print(f"    atomicAdd: {identical} of 9 reruns bitwise identical to the first", flush=True)
-            del grad_out, feats, points, mine, runs
+            print(f"    bitwise identical to the first of 9 reruns: reduction {identical_ours}, atomicAdd {identical}",
+                  flush=True)
+            del grad_out, feats, points, mine, runs, ours
+
+    # --- what a fresh output costs: allocate and write a grad_feats-sized tensor, against writing one that exists.
+    # On a CPU a large fresh allocation is new pages from the OS, and the first write to each page faults.
+    shape, fields = (N, 8, F), dict(N=N, F=F, dtype="float32", group="allocation")
+    buffer = torch.empty(shape, device=device)
+    add("fill an existing grad_feats-sized tensor", lambda: buffer.fill_(1.0), timing.nbytes(buffer), **fields)
+    add("allocate and fill one", lambda: torch.empty(shape, device=device).fill_(1.0), timing.nbytes(buffer), **fields)
+    del buffer
 
     # --- ours against autograd of the reference formula (float32)
     grad_out, feats, points = inputs(N, F, device, torch.float32)

@@ -69,9 +69,10 @@ def plot_kernels(doc, ax):
         ax.bar_label(bars, fmt="%.0f", fontsize=7)
     ax.set_xticks(range(len(KERNELS)), [k.replace("backward ", "bwd ") for k in KERNELS])
     ax.set_ylabel("% of the bandwidth floor (higher is better)")
+    ax.set_ylim(0, 130)
     ax.set_title(f"{env['device_name']}\\nN = {env['N']}, F = {env['F']}; "
                  f"copy bandwidth {env['bandwidth_Bps'] / 1e9:.0f} GB/s", fontsize=10)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, ncol=4, loc="upper center")
 
 
 if gpu:
@@ -93,6 +94,26 @@ if gpu:
     if not QUICK:
         fig.savefig(FIGURES / "04_backward_kernels_cpu.png", dpi=120)
     plt.show()"""),
+    new_markdown_cell("""On the CPU, most of `grad_feats`'s time is not the kernel: a fresh 64 MiB output is new
+pages from the operating system, and the first write to each page faults. The benchmark times
+writing into an existing tensor of that size and allocating one before writing it:"""),
+    new_code_cell("""for doc in (gpu, cpu):
+    for r in (doc or {}).get("records", []):
+        if r.get("group") == "allocation":
+            print(f"{doc['environment']['device_name']:28s} {r['name']:42s} {r['median_ms']:8.3f} ms")"""),
+    new_markdown_cell("""## The points gradient: a fixed-order reduction against atomicAdd
+
+`points_grad_atomic` adds every (n, f) term into `grad_points[n]` with `atomicAdd`; the chapter's
+kernel sums the terms of a cube in registers, across a warp with shuffles and across warps in
+shared memory, and writes once. The last column counts how many of 9 reruns gave bit-identical
+results to the first (GPU only; where it shows "-", the run predates that count: the test
+`test_points_gradient_is_deterministic` checks the reduction's reruns instead)."""),
+    new_code_cell("""if gpu:
+    print(f"{'version':36s} {'dtype':8s} {'ms':>8s} {'of floor':>9s} {'identical reruns':>17s}")
+    for r in gpu["records"]:
+        if r.get("group") == "reduction":
+            print(f"{r['name']:36s} {r['dtype']:8s} {r['median_ms']:8.3f} {r['fraction_of_floor']:9.0%} "
+                  f"{str(r.get('bitwise_identical_reruns', '-')):>13s} of 9")"""),
     new_markdown_cell("""## Against autograd of the PyTorch formula
 
 The same gradients from `torch.autograd.grad` of `04_backward/reference.py` (eight broadcasted
@@ -138,8 +159,9 @@ writes the gradient (3 ×). Ours against PyTorch's own kernels (`F.gelu`, `aten.
         ax.bar_label(bars, fmt="%.0f", fontsize=7)
     ax.set_xticks(range(len(DTYPES)), DTYPES)
     ax.set_ylabel("% of the bandwidth floor")
+    ax.set_ylim(0, 130)
     ax.set_title(f"GELU on {env['device_name']}, {env['gelu_numel']:,} elements", fontsize=10)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, ncol=2, loc="upper center")
 
 
 if docs:
