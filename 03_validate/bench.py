@@ -96,7 +96,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--ch02-out", help="chapter 02's target point (default results/02_forward_kernel_<device>.json)")
     ap.add_argument("--compile", choices=["all", "target", "none"], default=None,
                     help="where to time torch.compile(reference) (default: all on cuda, target on cpu)")
+    ap.add_argument("--threads", type=int, help="torch.set_num_threads for the CPU (default: torch's choice)")
     args = ap.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     device = args.device
     compile_where = args.compile or ("all" if device == "cuda" else "target")
     if args.quick and args.compile is None:
