@@ -15,7 +15,7 @@ import torch
 
 
 def time_once_wrong(fn: Callable[[], object]) -> float:
-    """The seeds' way, in milliseconds: one call, wall clock, no synchronisation. Do not use."""
+    """The common mistake, in milliseconds: one call, wall clock, no synchronisation. Do not use."""
     start = time.time()
     fn()  # on a GPU this returns once the kernel is queued, not when it is done
     return (time.time() - start) * 1e3

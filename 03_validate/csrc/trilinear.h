@@ -37,7 +37,7 @@ void check_trilinear_inputs(const at::Tensor& feats, const at::Tensor& points);
 // How the CUDA kernel maps threads to outputs (the CPU has one loop for all three).
 enum class Mapping {
   coalesced,   // chapter 02: f on threadIdx.x
-  naive,       // the seeds' choice: n on threadIdx.x (uncoalesced)
+  naive,       // n on threadIdx.x, as in many tutorials (uncoalesced)
   vectorized,  // f on threadIdx.x, 16 bytes (4 floats) per thread and load
 };
 

@@ -2,7 +2,7 @@
 //
 //   coalesced   chapter 02's kernel: threadIdx.x runs over f. A warp reads 32
 //               consecutive features of one row: 128 bytes in one transaction.
-//   naive       the mapping the seed tutorials use: threadIdx.x runs over the
+//   naive       the mapping many tutorials use: threadIdx.x runs over the
 //               cubes n, threadIdx.y over f. A warp then reads one feature of
 //               32 different cubes, 8 * F * sizeof(scalar_t) bytes apart: each
 //               thread pulls a separate 32-byte sector to use 4 bytes of it.
