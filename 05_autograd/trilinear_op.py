@@ -28,28 +28,30 @@ trilinear_op = torch.ops.ch05.trilinear.default
 trilinear_backward_op = torch.ops.ch05.trilinear_backward.default
 
 
-# BEGIN SOLUTION fake-impl
 # Fake implementations receive FakeTensors (shape, dtype, device; no data) and
-# return tensors of the right metadata, built with torch ops only. They also
-# are the place to repeat the cheap shape checks, so a traced program fails
-# at trace time with the same message as eager.
+# return tensors of the right metadata, built with torch ops only. They are
+# also the place to repeat the cheap shape checks, so that a traced program
+# fails at trace time with the same message as eager.
 @torch.library.register_fake("ch05::trilinear")
 def _(feats: torch.Tensor, points: torch.Tensor) -> torch.Tensor:
+    # BEGIN SOLUTION fake-impl
     torch._check(feats.dim() == 3 and feats.shape[1] == 8,
                  lambda: f"trilinear: feats must have shape (N, 8, F), got {tuple(feats.shape)}")
     torch._check(points.dim() == 2 and points.shape[0] == feats.shape[0] and points.shape[1] == 3,
                  lambda: f"trilinear: points must have shape (N, 3) with N = {feats.shape[0]} as feats, "
                          f"got {tuple(points.shape)}")
     return feats.new_empty(feats.shape[0], feats.shape[2])
+    # END SOLUTION
 
 
 @torch.library.register_fake("ch05::trilinear_backward")
-def _(grad_out, feats, points, need_feats: bool, need_points: bool):
+def _(grad_out: torch.Tensor, feats: torch.Tensor, points: torch.Tensor, need_feats: bool, need_points: bool):
+    # BEGIN SOLUTION fake-impl
     # Same rule as the C++ op: a gradient that is not needed is an empty tensor.
     grad_feats = feats.new_empty(feats.shape) if need_feats else feats.new_empty(0)
     grad_points = points.new_empty(points.shape) if need_points else points.new_empty(0)
     return grad_feats, grad_points
-# END SOLUTION
+    # END SOLUTION
 
 
 def _setup_context(ctx, inputs, output):
