@@ -107,7 +107,8 @@ def _preload_libstdcxx(argv: list[str]) -> None:
 def cmd_gpu_report(args) -> int:
     from .gpu_report import run
 
-    return run(skip_graders=args.skip_graders, skip_sanitizer=args.skip_sanitizer, only=args.only)
+    return run(skip_graders=args.skip_graders, skip_sanitizer=args.skip_sanitizer, only=args.only,
+               sanitizer_timeout=args.sanitizer_timeout)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -134,6 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--skip-graders", action="store_true", help="leave out the grader self-check (the slowest part)")
     p.add_argument("--skip-sanitizer", action="store_true", help="leave out the compute-sanitizer runs")
     p.add_argument("--only", nargs="+", help="only these steps (run test sanitizer bench notebooks) and/or chapters (02 ...)")
+    p.add_argument("--sanitizer-timeout", type=float, default=None, help="seconds allowed per compute-sanitizer tool")
     p.set_defaults(fn=cmd_gpu_report)
     args = parser.parse_args(argv)
     try:
