@@ -97,12 +97,21 @@ def gradcheck_route(trilinear, device):
 
 
 @pytest.mark.exercise("function-forward")
+def test_function_forward_saves_inputs(fn, device):
+    feats, points = inputs(10, 6, device, torch.float64, requires_grad=True)
+    out = fn.trilinear(feats, points)
+    assert_close(out, reference(feats.detach(), points.detach()), torch.float64, what="out")
+    assert out.grad_fn is not None, "the output has no grad_fn: call the kernel inside forward and return its result"
+    saved = out.grad_fn.saved_tensors  # what ctx.save_for_backward stored
+    assert len(saved) == 2 and saved[0] is feats and saved[1] is points, \
+        f"save (feats, points) for backward, in that order; saved {[tuple(s.shape) for s in saved]}"
+
+
 @pytest.mark.exercise("function-backward")
 def test_function_forward_backward(fn, device, dtype):
     check_route(fn.trilinear, device, dtype)
 
 
-@pytest.mark.exercise("function-forward")
 @pytest.mark.exercise("function-backward")
 def test_function_gradcheck(fn, device):
     gradcheck_route(fn.trilinear, device)
