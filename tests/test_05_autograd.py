@@ -395,16 +395,8 @@ def test_feature_grid_matches_grid_sample(grid_module, device):
 def test_feature_grid_gradients(grid_module):
     grid = grid_module.FeatureGrid(resolution=3, features=2, dtype=torch.float64)
     points = (torch.rand(20, 3, dtype=torch.float64) * 1.8 - 0.9).requires_grad_()
-    assert torch.autograd.gradcheck(lambda v, p: grid_module.FeatureGrid.forward(_with_values(grid, v), p),
-                                    (grid.values.detach().clone().requires_grad_(), points))
-
-
-def _with_values(grid, values):
-    clone = type(grid).__new__(type(grid))
-    clone.__dict__.update(grid.__dict__)
-    clone._parameters = {}
-    clone.values = values
-    return clone
+    values = grid.values.detach().clone().requires_grad_()
+    assert torch.autograd.gradcheck(lambda v, p: torch.func.functional_call(grid, {"values": v}, (p,)), (values, points))
 
 
 @pytest.mark.exercise("grid-lookup")
