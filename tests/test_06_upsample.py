@@ -81,7 +81,7 @@ SHAPE_IDS = [f"{s[2]}x{s[3]}-to-{o[0]}x{o[1]}" for s, o in SHAPES]
 CUDA_SHAPES = SHAPES + [((4, 16, 64, 64), (256, 256)), ((2, 8, 100, 130), (37, 391))]
 CUDA_IDS = SHAPE_IDS + ["64x64-to-256x256", "100x130-to-37x391"]
 
-# Backward sums up to (ratio + 1)^2 terms per input pixel; float16/bfloat16 inputs
+# Backward sums up to (2 * out/in)^2 terms per input pixel; float16/bfloat16 inputs
 # are rounded first, so give the reduced types a few roundings more.
 GRAD_TOL = {**TOLERANCE, torch.float16: 4e-3, torch.bfloat16: 3e-2}
 
@@ -372,3 +372,26 @@ def test_current_stream_and_other_gpu(up, device):
     out1 = up.upsample_bilinear(x1, (32, 32))  # current device stays cuda:0
     assert out1.device == x1.device
     assert torch.equal(out1.cpu(), ref.cpu())
+
+
+@pytest.mark.aot
+def test_setup_py_build(tmp_path, chapter_source):
+    """The ahead-of-time route: pip install --no-build-isolation ./06_upsample, then the op by name."""
+    import os
+    import subprocess
+    import sys
+
+    target = tmp_path / "site"
+    env = dict(os.environ, PIP_NO_INPUT="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-build-isolation", "--no-deps", "--no-index",
+         "--target", str(target), str(chapter_source)],
+        capture_output=True, text=True, env=env,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    code = ("import torch, ch06_upsample; x = torch.arange(3.0).reshape(1, 1, 1, 3); "
+            "print(torch.ops.ch06.upsample_bilinear2d(x, [1, 5], 'tf_legacy').flatten().tolist())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=dict(env, PYTHONPATH=str(target)), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert [round(v, 4) for v in json.loads(out.stdout)] == [0.0, 0.6, 1.2, 1.8, 2.0]

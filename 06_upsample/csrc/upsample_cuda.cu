@@ -95,8 +95,8 @@ __global__ void forward_kernel(const scalar_t* __restrict__ x, scalar_t* __restr
 // in which they land varies between runs, and float addition is not
 // associative, so the low bits of the result vary too.
 // acc_t is float for float16/bfloat16: an atomicAdd on a 16-bit value would
-// round after every add (and is slow: it is a 32-bit compare-and-swap loop on
-// the word that holds it), so we accumulate in a float buffer and convert once.
+// round the running sum to 16 bits after every add, so we accumulate in a
+// float buffer and convert once.
 template <typename scalar_t, typename acc_t, int kPlanes>
 __global__ void scatter_kernel(const scalar_t* __restrict__ grad_out, acc_t* __restrict__ grad_in, int64_t planes,
                                int64_t H_in, int64_t W_in, int64_t H_out, int64_t W_out,
