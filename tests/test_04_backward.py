@@ -283,6 +283,19 @@ def test_gelu_keeps_shape_and_layout(ext, device):
     assert ext.gelu_backward(torch.empty(0, 3, device=device), torch.empty(0, 3, device=device)).shape == (0, 3)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+def test_gelu_unaligned(ext, device, dtype):
+    # A view starting one element into its storage: the CUDA kernel cannot use 16-byte packs.
+    x = (torch.randn(10_001, device=device) * 3).to(dtype)[1:]
+    grad_out = torch.randn(10_001, device=device).to(dtype)[1:]
+    with poisoned_empty():
+        out, grad_in = ext.gelu_forward(x), ext.gelu_backward(grad_out, x)
+    x64 = x.double().requires_grad_()
+    Fn.gelu(x64).backward(grad_out.double())
+    assert_close(out, Fn.gelu(x.double()).to(dtype), dtype, what="gelu")
+    assert_close(grad_in, x64.grad.to(dtype), dtype, what="gelu backward")
+
+
 @pytest.mark.parametrize("case", ["integer", "grad-shape", "grad-dtype"])
 def test_gelu_bad_inputs(ext, device, case):
     x = torch.randn(4, device=device)
