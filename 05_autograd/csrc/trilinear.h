@@ -1,6 +1,6 @@
 #pragma once
 // Chapter 05: trilinear interpolation, forward and backward. The kernels are
-// chapter 04's; this chapter turns them into a PyTorch operator.
+// chapter 04's (its scalar version); this chapter turns them into a PyTorch operator.
 //
 //   feats  (N, 8, F)  features at the 8 corners of N cubes
 //   points (N, 3)     one point per cube, local coordinates (x, y, z) in [-1, 1]
