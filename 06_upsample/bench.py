@@ -1,7 +1,7 @@
 """Chapter 06 benchmark: our resize against F.interpolate, forward and backward.
 
     python 06_upsample/bench.py                 # GPU if there is one, else CPU
-    python 06_upsample/bench.py --device cpu
+    python 06_upsample/bench.py --device cpu [--threads 1]
     python 06_upsample/bench.py --quick --out /tmp/x.json   # tiny sizes: checks the pipeline
 
 Writes results/06_upsample_<cuda|cpu>.json (coursekit.timing.save: each row has
@@ -86,7 +86,11 @@ def main() -> None:
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--quick", action="store_true", help="tiny sizes, short timings: checks that it runs")
     parser.add_argument("--out", type=Path, default=None, help="default: results/06_upsample_<device>.json")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="CPU threads for both sides (torch.set_num_threads); default: torch's default")
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     out = args.out or HERE.parent / "results" / f"06_upsample_{args.device}.json"
     records, bandwidth = run(args.device, args.quick)
     path = timing.save(out, records, args.device, extra={"quick": args.quick, "copy_bandwidth_GBps": bandwidth / 1e9})

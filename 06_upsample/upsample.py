@@ -14,14 +14,35 @@ and the public function `upsample_bilinear`, shaped like F.interpolate.
 from __future__ import annotations
 
 import math
+import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Sequence
 
 import torch
 
-from coursekit.build import build
+from coursekit import build, chapters
 
-build(Path(__file__).parent)  # compiles csrc/ if needed; loading it registers torch.ops.ch06.*
+
+def _extension() -> ModuleType:
+    """The compiled library; loading it registers torch.ops.ch06.*.
+
+    A TORCH_LIBRARY namespace can be registered once per process, so a library
+    that is already loaded (by the tests' build, or a pip-installed one) is
+    reused rather than built and loaded a second time.
+    """
+    here = Path(__file__).resolve().parent
+    loaded = sys.modules.get(chapters.find(here).module)
+    if loaded is None:
+        return build.build(here)  # compiles csrc/ if needed
+    source = getattr(loaded, "__course_build__", {}).get("source")
+    if source is not None and Path(source) != here:
+        raise RuntimeError(f"upsample: the operators of {source} are already loaded in this process; "
+                           f"start a new Python process to use the ones in {here}")
+    return loaded
+
+
+_extension()
 
 MODES = ("align_corners", "half_pixel", "tf_legacy")
 BACKWARDS = ("gather", "scatter")

@@ -57,14 +57,15 @@ C10_HOST_DEVICE inline T source_coordinate(int64_t d, T ratio, Mode mode) {
       // Pixel d's centre is at d + 0.5 in output units, at (d + 0.5) * ratio in
       // input units, which is the coordinate (d + 0.5) * ratio - 0.5 of an
       // input pixel index. Near the top/left edge that is negative; PyTorch
-      // clamps it to 0 (for bilinear that only changes l, not which pixels).
+      // clamps it to 0, so the edge output copies pixel 0 (TensorFlow reaches
+      // the same value by clamping both taps to pixel 0 instead).
       const T s = ratio * (static_cast<T>(d) + T(0.5)) - T(0.5);
       return s < T(0) ? T(0) : s;
     }
     case Mode::TfLegacy:
     default:
-      // The output grid starts at input pixel 0 and steps by in/out: the image
-      // shifts by half an output pixel towards the top-left.
+      // The index itself, scaled: sampled (1 - ratio) / 2 input pixels further
+      // right/down than half_pixel, so the content shifts up and to the left.
       return ratio * static_cast<T>(d);
   }
   // END SOLUTION

@@ -104,45 +104,59 @@ void upsample_forward_cpu(const at::Tensor& x, at::Tensor& out, const ResizeGeom
 // Every grad_in element has one owner and a fixed summation order: no races,
 // and the same bits on every run and for any number of threads (the cache only
 // avoids recomputing identical lines).
+
+// Per axis, for each input index i: the outputs [begin, end) that read it and
+// their weights, stored one after the other (weight[offset[i] + k] belongs to
+// output begin[i] + k).
+template <typename T>
+struct GatherTable {
+  std::vector<int64_t> begin, end, offset;
+  std::vector<T> weight;
+  int64_t longest = 1;  // the longest range
+
+  GatherTable(int64_t in, int64_t out, T ratio, Mode mode) : begin(in), end(in), offset(in) {
+    const std::vector<Taps<T>> taps = taps_table<T>(in, out, ratio, mode);
+    for (int64_t i = 0; i < in; ++i) {
+      gather_range<T>(i, in, out, ratio, mode, begin[i], end[i]);
+      offset[i] = static_cast<int64_t>(weight.size());
+      for (int64_t d = begin[i]; d < end[i]; ++d) {
+        weight.push_back(tap_weight<T>(taps[d], i));
+      }
+      longest = std::max(longest, end[i] - begin[i]);
+    }
+  }
+};
+
 template <typename scalar_t>
 static void backward_kernel(const scalar_t* grad_out, scalar_t* grad_in, const ResizeGeometry& g) {
   using opmath_t = at::opmath_type<scalar_t>;
-  const opmath_t rh = axis_ratio<opmath_t>(g.H_in, g.H_out, g.mode, g.scale_h);
-  const opmath_t rw = axis_ratio<opmath_t>(g.W_in, g.W_out, g.mode, g.scale_w);
-  const std::vector<Taps<opmath_t>> xtaps = taps_table<opmath_t>(g.W_in, g.W_out, rw, g.mode);
-  const std::vector<Taps<opmath_t>> ytaps = taps_table<opmath_t>(g.H_in, g.H_out, rh, g.mode);
-  std::vector<int64_t> w_begin(g.W_in), w_end(g.W_in), h_begin(g.H_in), h_end(g.H_in);
-  for (int64_t w = 0; w < g.W_in; ++w) {
-    gather_range<opmath_t>(w, g.W_in, g.W_out, rw, g.mode, w_begin[w], w_end[w]);
-  }
-  int64_t longest = 1;  // the most grad_out rows one input row reads
-  for (int64_t h = 0; h < g.H_in; ++h) {
-    gather_range<opmath_t>(h, g.H_in, g.H_out, rh, g.mode, h_begin[h], h_end[h]);
-    longest = std::max(longest, h_end[h] - h_begin[h]);
-  }
-  const int64_t rows = g.planes * g.H_in;
+  const GatherTable<opmath_t> rows(g.H_in, g.H_out, axis_ratio<opmath_t>(g.H_in, g.H_out, g.mode, g.scale_h), g.mode);
+  const GatherTable<opmath_t> cols(g.W_in, g.W_out, axis_ratio<opmath_t>(g.W_in, g.W_out, g.mode, g.scale_w), g.mode);
+  const int64_t n_rows = g.planes * g.H_in;
   const int64_t grain = std::max<int64_t>(1, kGrainElements / g.W_in);
-  at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
-    // grad_out row dh goes to slot dh % longest: the rows of one range are
-    // consecutive, so they never share a slot.
-    LineCache<opmath_t> cache(longest, g.W_in);
+  at::parallel_for(0, n_rows, grain, [&](int64_t begin, int64_t end) {
+    // grad_out row dh goes to slot dh % rows.longest: the rows of one range
+    // are consecutive, so they never share a slot.
+    LineCache<opmath_t> cache(rows.longest, g.W_in);
     std::vector<opmath_t> acc(g.W_in);
     for (int64_t row = begin; row < end; ++row) {
       const int64_t p = row / g.H_in, h = row % g.H_in;
       std::fill(acc.begin(), acc.end(), opmath_t(0));
-      for (int64_t dh = h_begin[h]; dh < h_end[h]; ++dh) {
-        const opmath_t* line = cache.get(p * g.H_out + dh, dh % longest, [&](opmath_t* dst) {
+      for (int64_t dh = rows.begin[h]; dh < rows.end[h]; ++dh) {
+        const opmath_t* line = cache.get(p * g.H_out + dh, dh % rows.longest, [&](opmath_t* dst) {
           const scalar_t* go_row = grad_out + (p * g.H_out + dh) * g.W_out;
           for (int64_t w = 0; w < g.W_in; ++w) {
+            const opmath_t* wx = cols.weight.data() + cols.offset[w];
+            const scalar_t* go = go_row + cols.begin[w];
             opmath_t sum = 0;
-            for (int64_t dw = w_begin[w]; dw < w_end[w]; ++dw) {
-              sum += tap_weight<opmath_t>(xtaps[dw], w) * static_cast<opmath_t>(go_row[dw]);
+            for (int64_t k = 0; k < cols.end[w] - cols.begin[w]; ++k) {
+              sum += wx[k] * static_cast<opmath_t>(go[k]);
             }
             dst[w] = sum;
           }
         });
-        const opmath_t wy = tap_weight<opmath_t>(ytaps[dh], h);
-        for (int64_t w = 0; w < g.W_in; ++w) {
+        const opmath_t wy = rows.weight[rows.offset[h] + (dh - rows.begin[h])];
+        for (int64_t w = 0; w < g.W_in; ++w) {  // contiguous: vectorised
           acc[w] += wy * line[w];
         }
       }

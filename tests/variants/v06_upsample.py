@@ -17,8 +17,9 @@ VARIANTS = [
             "csrc/upsample.h", "      return s < T(0) ? T(0) : s;", "      return s;"),
     Variant("tf-with-half-pixel", "gives the TF legacy mode half-pixel centres",
             "csrc/upsample.h",
-            "      // shifts by half an output pixel towards the top-left.\n      return ratio * static_cast<T>(d);",
-            "      // shifts by half an output pixel towards the top-left.\n"
+            "      // right/down than half_pixel, so the content shifts up and to the left.\n"
+            "      return ratio * static_cast<T>(d);",
+            "      // right/down than half_pixel, so the content shifts up and to the left.\n"
             "      return ratio * (static_cast<T>(d) + T(0.5)) - T(0.5);"),
     Variant("align-corners-ratio", "uses in/out instead of (in-1)/(out-1) with align_corners",
             "csrc/upsample.h", "return out > 1 ? static_cast<T>(in - 1) / static_cast<T>(out - 1) : T(0);",
