@@ -9,7 +9,8 @@ cells = [
     new_markdown_cell("""# 06 · Bilinear resize: our kernels against F.interpolate
 
 The numbers come from `06_upsample/bench.py`, saved as JSON in `../results/`: one file from an
-H100 (`06_upsample_cuda.json`) and one from a 2-core CPU (`06_upsample_cpu.json`). Every time is
+H100 (`06_upsample_cuda.json`) and one from a shared 2-core CPU, timed with one thread
+(`06_upsample_cpu.json`, `bench.py --device cpu --threads 1`). Every time is
 a median from `torch.utils.benchmark` after a warm-up (`coursekit.timing.bench`), float32. The
 *floor* is the least a kernel must move (the input read once, the output written once; for the
 backward grad_out read, grad_in written) divided by the copy bandwidth measured in the same run.
