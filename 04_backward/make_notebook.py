@@ -46,8 +46,8 @@ for doc in (gpu, cpu):
     new_markdown_cell("""## The kernels against their floors
 
 `grad_feats` alone reads `grad_out` and `points` and writes `grad_feats` (8× the size of `grad_out`);
-`grad_points` alone reads `grad_out`, `feats` and `points`; *both* does the two in one pass. The
-course's targets on an H100 (float32): grad_feats alone ≥ 85 % of its floor, both ≥ 70 %."""),
+`grad_points` alone reads `grad_out`, `feats` and `points`; *both* does the two in one pass. This
+chapter's targets on an H100 (float32): grad_feats alone ≥ 85 % of its floor, both ≥ 70 %."""),
     new_code_cell("""KERNELS = ["forward", "backward grad_feats", "backward grad_points", "backward both"]
 DTYPES = ["float32", "float64", "float16", "bfloat16"]
 

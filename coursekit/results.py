@@ -22,8 +22,9 @@ START, END = "<!-- results:start -->", "<!-- results:end -->"
 SPECS = [
     ("trilinear forward", "02_forward_kernel", "chapter02", {"eager": "eager", "torch.compile": "compiled"}),
     ("trilinear backward, grad_feats", "04_backward", "backward grad_feats", {}),
-    ("trilinear backward, both gradients", "04_backward", "backward both",
-     {"eager": "eager backward", "torch.compile": "torch.compile backward"}),
+    ("trilinear backward, both gradients", "04_backward", "backward both", {}),
+    ("trilinear forward + backward", "04_backward", "ours forward+backward",
+     {"eager": "eager forward+backward", "torch.compile": "torch.compile forward+backward"}),
     ("GELU forward", "04_backward", "gelu forward (ours)", {"torch": "gelu forward (F.gelu)"}),
     ("GELU backward", "04_backward", "gelu backward (ours)", {"torch": "gelu backward (aten)"}),
     ("upsample forward", "06_upsample", "forward ours", {"torch": "forward F.interpolate"}),

@@ -4,7 +4,9 @@ Why not `time.time()` around one call? The first call pays for lazy
 initialisation, and a CUDA launch returns before the GPU has done the work.
 `bench()` uses `torch.utils.benchmark.Timer`, which warms up, synchronises the
 GPU around its measurements, repeats the call in blocks until enough time has
-passed, and reports the median per call.
+passed, and reports the median over those blocks of the mean time per call
+(a block averages several calls, so the spread between single calls is
+larger than the IQR reported here).
 """
 
 from __future__ import annotations

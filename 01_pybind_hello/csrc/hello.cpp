@@ -21,7 +21,7 @@ at::Tensor echo(const at::Tensor& x) {
 }
 
 // A non-tensor result: a std::string becomes a Python str.
-// Format: "Tensor(float32, shape=(2, 3), device=cpu)"; a 0-d tensor has shape=().
+// Format: "Tensor(Float, shape=(2, 3), device=cpu)"; a 1-d tensor has shape=(7), a 0-d one shape=().
 std::string describe(const at::Tensor& x) {
   std::ostringstream out;
   // BEGIN SOLUTION describe

@@ -22,7 +22,8 @@ at::Tensor gelu_forward(const at::Tensor& x_in) {
 #ifdef WITH_CUDA
     gelu_forward_cuda(x, out);
 #else
-    TORCH_CHECK(false, "gelu: this extension was built without CUDA; run ./course doctor to see why");
+    TORCH_CHECK(false, "gelu: this extension was built without CUDA, so it cannot take tensors on ", x.device(),
+                "; run ./course doctor to see why");
 #endif
   } else {
     gelu_forward_cpu(x, out);
@@ -46,7 +47,8 @@ at::Tensor gelu_backward(const at::Tensor& grad_out_in, const at::Tensor& x_in) 
 #ifdef WITH_CUDA
     gelu_backward_cuda(grad_out, x, grad_in);
 #else
-    TORCH_CHECK(false, "gelu_backward: this extension was built without CUDA; run ./course doctor to see why");
+    TORCH_CHECK(false, "gelu_backward: this extension was built without CUDA, so it cannot take tensors on ",
+                x.device(), "; run ./course doctor to see why");
 #endif
   } else {
     gelu_backward_cpu(grad_out, x, grad_in);

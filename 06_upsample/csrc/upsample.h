@@ -82,8 +82,9 @@ template <typename T>
 C10_HOST_DEVICE inline Taps<T> source_taps(int64_t d, int64_t in, T ratio, Mode mode) {
   const T s = source_coordinate<T>(d, ratio, mode);
   const T f = std::floor(s);
-  // s lies in [0, in - 1] up to rounding for every mode, so the clamp below
-  // only guards the memory access; it never changes a correct result.
+  // floor(s) lies in [0, in - 1] for every mode (s itself may pass in - 1 when
+  // upsampling; then i0 = i1 = in - 1), so the clamp below only guards the
+  // memory access; it never changes a correct result.
   int64_t i0 = static_cast<int64_t>(f);
   i0 = i0 < 0 ? 0 : (i0 > in - 1 ? in - 1 : i0);
   const int64_t i1 = i0 + 1 < in ? i0 + 1 : in - 1;
