@@ -1,0 +1,88 @@
+"""Build set-up failures end in a message that says what to do (no toolkit is harmed)."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+import torch
+
+from coursekit import build, toolkit
+
+
+def fake_toolkit(root: Path, version: str) -> Path:
+    """A folder that looks like a CUDA toolkit whose nvcc reports `version`."""
+    (root / "bin").mkdir(parents=True)
+    (root / "include").mkdir()
+    (root / "include" / "cuda_runtime.h").write_text("// fake\n")
+    nvcc = root / "bin" / "nvcc"
+    nvcc.write_text(f"#!/bin/sh\necho 'Cuda compilation tools, release {version}, V{version}.0'\n")
+    nvcc.chmod(nvcc.stat().st_mode | stat.S_IEXEC)
+    return root
+
+
+@pytest.fixture
+def clean_env(monkeypatch):
+    for var in ("CUDA_HOME", "CUDA_PATH", "FORCE_CUDA", "COURSE_BUILD", "TORCH_CUDA_ARCH_LIST"):
+        monkeypatch.delenv(var, raising=False)
+    return monkeypatch
+
+
+def test_wrong_cuda_home(clean_env, tmp_path):
+    clean_env.setenv("CUDA_HOME", str(tmp_path / "not-a-toolkit"))
+    with pytest.raises(toolkit.SetupError, match=r"CUDA_HOME=.* is not a CUDA toolkit.*\n  fix: unset CUDA_HOME"):
+        toolkit.find_toolkit()
+
+
+def test_cuda_home_wins(clean_env, tmp_path):
+    home = fake_toolkit(tmp_path / "cuda", "13.0")
+    clean_env.setenv("CUDA_HOME", str(home))
+    found = toolkit.find_toolkit()
+    assert found.home == home and found.version == "13.0"
+
+
+def test_nvcc_wrapper_outside_the_toolkit(clean_env, tmp_path):
+    """nvcc on PATH is a script elsewhere that execs the real one: the toolkit is found behind it."""
+    home = fake_toolkit(tmp_path / "opt" / "cuda-13.0", "13.0")
+    bindir = tmp_path / "wrappers"
+    bindir.mkdir()
+    wrapper = bindir / "nvcc"
+    wrapper.write_text(f'#!/bin/sh\nexec {home}/bin/nvcc "$@"\n')
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
+    clean_env.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    assert home in toolkit._homes_behind_path_nvcc()
+
+
+def test_version_mismatch(clean_env, tmp_path):
+    if torch.version.cuda is None:
+        pytest.skip("needs a CUDA build of torch")
+    other = "11.8" if not torch.version.cuda.startswith("11") else "12.4"
+    clean_env.setenv("CUDA_HOME", str(fake_toolkit(tmp_path / "cuda", other)))
+    clean_env.setenv("FORCE_CUDA", "1")
+    with pytest.raises(toolkit.SetupError, match=rf"CUDA toolkit {other} .* does not match torch's CUDA .*\n  fix: point CUDA_HOME"):
+        toolkit.plan_build()
+
+
+def test_force_cuda_without_toolkit(clean_env, monkeypatch):
+    if torch.version.cuda is None:
+        pytest.skip("needs a CUDA build of torch")
+    monkeypatch.setattr(toolkit, "find_toolkit", lambda: None)
+    clean_env.setenv("FORCE_CUDA", "1")
+    with pytest.raises(toolkit.SetupError, match=r"FORCE_CUDA=1, but no CUDA toolkit found.*\n  fix: install the CUDA"):
+        toolkit.plan_build()
+
+
+def test_unknown_build_mode(clean_env):
+    clean_env.setenv("COURSE_BUILD", "gpu")
+    with pytest.raises(toolkit.SetupError, match="COURSE_BUILD='gpu': use auto, cpu or cuda"):
+        toolkit.plan_build()
+
+
+def test_missing_ninja(clean_env, monkeypatch):
+    from torch.utils import cpp_extension
+
+    monkeypatch.setattr(cpp_extension, "is_ninja_available", lambda: False)
+    with pytest.raises(toolkit.SetupError, match=r"ninja is not installed.*\n  fix: python -m pip install ninja"):
+        build.build(Path(__file__).parents[1] / "01_pybind_hello", cuda=False)
