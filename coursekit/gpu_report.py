@@ -8,7 +8,7 @@ results/gpu_report.json with the device, driver, torch and CUDA versions):
 3. every CUDA kernel (coursekit/kernel_tour.py) under compute-sanitizer: memcheck, racecheck,
    initcheck and synccheck (PyTorch's caching allocator is switched off so that
    memcheck sees each tensor as its own allocation);
-4. every chapter's benchmark (NN_chapter/bench.py) -> results/<chapter>_cuda.json;
+4. every chapter's benchmark (NN_chapter/bench.py; each writes results/<chapter>_cuda.json);
 5. the notebooks, re-executed where nbclient is installed (they plot results/).
 
 Exit status 0 only if every step passed.
@@ -104,7 +104,7 @@ def run(skip_graders: bool = False, skip_sanitizer: bool = False, only: list[str
         for c in present:
             bench = c.path / "bench.py"
             if bench.is_file():
-                steps.append(_step(f"bench-{c.dirname}", [py, str(bench), "--out", str(RESULTS / f"{c.dirname}_cuda.json")]))
+                steps.append(_step(f"bench-{c.dirname}", [py, str(bench)]))  # writes results/<chapter>_cuda.json
 
     if want("notebooks"):
         try:
