@@ -1,4 +1,4 @@
-"""Write notebooks/04_backward.ipynb (run it, then execute the notebook with jupyter nbconvert)."""
+"""Writes notebooks/04_backward.ipynb (run: .venv/bin/python notebooks/make_04_backward.py, then execute the notebook with jupyter nbconvert)."""
 
 from pathlib import Path
 
