@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import torch
 
@@ -60,6 +64,23 @@ def poisoned_empty():
     finally:
         det.fill_uninitialized_memory = was_fill
         torch.use_deterministic_algorithms(was_on, warn_only=was_warn)
+
+
+def install_and_run(source: str | Path, workdir: Path, code: str) -> str:
+    """The ahead-of-time route: `pip install --no-build-isolation` the chapter in `source` into
+    `workdir/site`, then run `code` in a fresh Python that imports from there; return its stdout."""
+    target = workdir / "site"
+    env = dict(os.environ, PIP_NO_INPUT="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-build-isolation", "--no-deps", "--no-index",
+         "--target", str(target), str(source)],
+        capture_output=True, text=True, env=env,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=dict(env, PYTHONPATH=str(target)), cwd=workdir)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
 
 
 def cuda_available() -> bool:

@@ -1,13 +1,10 @@
 """Chapter 01: the first extension, built with JIT and with setup.py."""
 
-import os
-import subprocess
-import sys
-
 import pytest
 import torch
 
 from coursekit import chapters
+from coursekit.testing import install_and_run
 
 CHAPTER = "01"
 
@@ -83,17 +80,6 @@ def test_describe_cuda(ext):
 @pytest.mark.aot
 def test_setup_py_build(tmp_path, chapter_source):
     """The ahead-of-time route: pip install --no-build-isolation ./01_pybind_hello."""
-    target = tmp_path / "site"
-    env = dict(os.environ, PIP_NO_INPUT="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
-    proc = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--no-build-isolation", "--no-deps", "--no-index",
-         "--target", str(target), str(chapter_source)],
-        capture_output=True, text=True, env=env,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     code = "import torch, ch01_hello; print(ch01_hello.describe(torch.zeros(2, 3)))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env=dict(env, PYTHONPATH=str(target)), cwd=tmp_path)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "Tensor(Float, shape=(2, 3), device=cpu)"
+    assert install_and_run(chapter_source, tmp_path, code).strip() == "Tensor(Float, shape=(2, 3), device=cpu)"
     assert chapters.find("01").module == "ch01_hello"

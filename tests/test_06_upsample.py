@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as Fn
 
 from coursekit import build
-from coursekit.testing import TOLERANCE, assert_close, poisoned_empty
+from coursekit.testing import TOLERANCE, assert_close, install_and_run, poisoned_empty
 
 CHAPTER = "06"
 GOLDEN = Path(__file__).parent / "data" / "06_tf_legacy_golden.json"
@@ -377,21 +377,7 @@ def test_current_stream_and_other_gpu(up, device):
 @pytest.mark.aot
 def test_setup_py_build(tmp_path, chapter_source):
     """The ahead-of-time route: pip install --no-build-isolation ./06_upsample, then the op by name."""
-    import os
-    import subprocess
-    import sys
-
-    target = tmp_path / "site"
-    env = dict(os.environ, PIP_NO_INPUT="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
-    proc = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--no-build-isolation", "--no-deps", "--no-index",
-         "--target", str(target), str(chapter_source)],
-        capture_output=True, text=True, env=env,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     code = ("import torch, ch06_upsample; x = torch.arange(3.0).reshape(1, 1, 1, 3); "
             "print(torch.ops.ch06.upsample_bilinear2d(x, [1, 5], 'tf_legacy').flatten().tolist())")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env=dict(env, PYTHONPATH=str(target)), cwd=tmp_path)
-    assert out.returncode == 0, out.stderr
-    assert [round(v, 4) for v in json.loads(out.stdout)] == [0.0, 0.6, 1.2, 1.8, 2.0]
+    out = install_and_run(chapter_source, tmp_path, code)
+    assert [round(v, 4) for v in json.loads(out)] == [0.0, 0.6, 1.2, 1.8, 2.0]
