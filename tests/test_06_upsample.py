@@ -345,13 +345,20 @@ def test_bad_wrapper_arguments(up, kwargs, message):
 
 @pytest.mark.cuda
 def test_large_grids(up, device):
-    """More planes than 65535 blocks * planes per thread, more rows than 65535 blocks: the grid-stride loops."""
+    """More planes, and more rows, than 65535 blocks cover: the grid-stride loops.
+
+    With W_out = 1 the blocks are 32 x 8 threads. A forward thread owns 8 output
+    rows, so 4.2M rows need more than 65535 blocks along y; the scatter backward
+    has one thread per output row, so 600k rows do. float64: each input pixel
+    here sums 200k gradient terms, and in float32 that tests rounding, not indexing.
+    """
     if device != "cuda":
         pytest.skip("the CUDA launch configuration's test")
+    check_forward(up, "cuda", torch.float64, (1, 1, 3, 1), (4_200_001, 1), "half_pixel")
     for shape, size in [((1, 300_000, 1, 2), (2, 3)), ((1, 1, 3, 1), (600_000, 1))]:
-        check_forward(up, "cuda", torch.float32, shape, size, "half_pixel")
-        check_backward(up, "cuda", torch.float32, shape, size, "half_pixel", "gather")
-        check_backward(up, "cuda", torch.float32, shape, size, "half_pixel", "scatter")
+        check_forward(up, "cuda", torch.float64, shape, size, "half_pixel")
+        check_backward(up, "cuda", torch.float64, shape, size, "half_pixel", "gather")
+        check_backward(up, "cuda", torch.float64, shape, size, "half_pixel", "scatter")
 
 
 @pytest.mark.cuda

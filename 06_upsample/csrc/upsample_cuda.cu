@@ -1,16 +1,16 @@
 // Chapter 06: the CUDA kernels.
 //
-// Work decomposition (forward and scatter: one thread per output pixel column
-// w and row h; gather: per input pixel):
+// Work decomposition. threadIdx.x / blockIdx.x always run along w, the
+// contiguous axis, so that a warp reads and writes neighbouring elements.
 //
-//   threadIdx.x / blockIdx.x  -> w   (the contiguous axis: a warp reads and writes 32 neighbours)
-//   threadIdx.y / blockIdx.y  -> h
-//   blockIdx.z                -> a group of kPlanes planes (n, c)
+//   forward:  x -> a group of kV output columns,  y -> a chunk of kRows output rows,  z -> a plane (n, c)
+//   scatter:  x -> an output column w,            y -> an output row h,               z -> a group of kPlanes planes
+//   gather:   x -> an input column,               y -> an input row,                  z -> a group of kPlanes planes
 //
-// A thread computes its taps once (they depend only on h and w) and reuses
-// them for the kPlanes planes of its group: less index arithmetic per pixel,
-// and several independent loads in flight per thread. Index arithmetic is
-// 64-bit where it multiplies by a plane count (N * C * H * W may pass 2^31).
+// A thread computes its taps once and reuses them for all the pixels it owns:
+// less index arithmetic per pixel, and several independent loads in flight.
+// Index arithmetic is 64-bit where it multiplies by a plane count
+// (N * C * H * W may pass 2^31).
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/ops/empty.h>
@@ -33,6 +33,7 @@ struct Launch {
 };
 
 // Threads along W (a multiple of 32, at most 256), the rest of the block along H.
+// W and H count what one thread handles along each axis (pixels, or groups of them).
 Launch launch_for(int64_t W, int64_t H, int64_t planes, int planes_per_thread) {
   const int tx = static_cast<int>(std::min<int64_t>(kThreads, (W + 31) / 32 * 32));
   const int ty = kThreads / tx;
@@ -44,46 +45,105 @@ Launch launch_for(int64_t W, int64_t H, int64_t planes, int planes_per_thread) {
   return {dim3(static_cast<unsigned>(gx), static_cast<unsigned>(gy), static_cast<unsigned>(gz)), dim3(tx, ty)};
 }
 
-// The forward for N consecutive planes at one output pixel. x and out point at
-// the first plane's data; the planes are plane_in / plane_out elements apart.
-// N is a compile-time constant, so the loop unrolls into N independent groups
-// of four loads, which the GPU can all have in flight at once.
-template <int N, typename scalar_t, typename T>
-__device__ __forceinline__ void forward_planes(const scalar_t* __restrict__ x, int64_t plane_in,
-                                               scalar_t* __restrict__ out, int64_t plane_out, int64_t W_in,
-                                               const Taps<T>& yt, const Taps<T>& xt) {
-#pragma unroll
-  for (int k = 0; k < N; ++k) {
-    out[k * plane_out] = static_cast<scalar_t>(bilinear_sample<scalar_t, T>(x + k * plane_in, W_in, yt, xt));
+// The forward. A thread owns kV neighbouring output columns (one vector store
+// per row) and kRows consecutive output rows of one plane. Its column taps are
+// computed once. Going down its rows, it keeps the two input rows it is
+// blending, already sampled along W (`top`, `bottom`), in registers: when the
+// next output row reads the same input rows it only blends again, and when it
+// moves down by one input row the old bottom becomes the new top. At x2 each
+// sampled input row serves two output rows, at x4 four: the scattered loads
+// drop by that factor. (The CPU kernel does the same with its line cache.)
+constexpr int kRows = 8;
+
+// kV outputs of 4 or 8 bytes each make one 16-byte (float, double) or 8-byte
+// (half, bfloat16) store.
+template <typename scalar_t>
+constexpr int kV = sizeof(scalar_t) == 8 ? 2 : 4;
+
+template <typename scalar_t, int V>
+struct alignas(sizeof(scalar_t) * V) Pack {
+  scalar_t v[V];
+};
+
+// Store n <= V outputs. `vector`: all V at once, as one aligned vector store
+// marked streaming (st.global.cs: evict first). The output is 4x (x2) to 16x
+// (x4) the size of the input and is not read again by this kernel; letting it
+// pass through L2 first keeps the input rows, which neighbouring threads still
+// read, in the cache.
+template <typename scalar_t, int V>
+__device__ __forceinline__ void store_outputs(scalar_t* dst, const Pack<scalar_t, V>& r, int n, bool vector) {
+  if (vector) {
+    if constexpr (sizeof(r) == 16) {
+      __stcs(reinterpret_cast<float4*>(dst), reinterpret_cast<const float4&>(r));
+    } else {
+      static_assert(sizeof(r) == 8, "Pack is 8 or 16 bytes");
+      __stcs(reinterpret_cast<float2*>(dst), reinterpret_cast<const float2&>(r));
+    }
+  } else {
+    for (int j = 0; j < n; ++j) {
+      dst[j] = r.v[j];
+    }
   }
 }
 
-template <typename scalar_t, int kPlanes>
-__global__ void forward_kernel(const scalar_t* __restrict__ x, scalar_t* __restrict__ out, int64_t planes,
-                               int64_t H_in, int64_t W_in, int64_t H_out, int64_t W_out,
-                               at::opmath_type<scalar_t> rh, at::opmath_type<scalar_t> rw, Mode mode) {
-  using opmath_t = at::opmath_type<scalar_t>;
-  const int64_t w = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (w >= W_out) {
+template <typename scalar_t>
+__global__ void __launch_bounds__(kThreads) forward_kernel(
+    const scalar_t* __restrict__ x, scalar_t* __restrict__ out, int64_t planes, int64_t H_in, int64_t W_in,
+    int64_t H_out, int64_t W_out, at::opmath_type<scalar_t> rh, at::opmath_type<scalar_t> rw, Mode mode,
+    bool vector_stores) {
+  using T = at::opmath_type<scalar_t>;
+  constexpr int V = kV<scalar_t>;
+  const int64_t w0 = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * V;
+  if (w0 >= W_out) {
     return;
   }
+  const int n = static_cast<int>(W_out - w0 < V ? W_out - w0 : V);  // fewer than V at the right edge
+  const bool vector = vector_stores && n == V;
+  Taps<T> xt[V];
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    xt[j] = source_taps<T>(j < n ? w0 + j : w0, W_in, rw, mode);
+  }
   const int64_t plane_in = H_in * W_in, plane_out = H_out * W_out;  // 64-bit: planes * plane may pass 2^31
-  const Taps<opmath_t> xt = source_taps<opmath_t>(w, W_in, rw, mode);
-  for (int64_t h = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; h < H_out;
-       h += static_cast<int64_t>(gridDim.y) * blockDim.y) {
-    const Taps<opmath_t> yt = source_taps<opmath_t>(h, H_in, rh, mode);
-    for (int64_t p0 = static_cast<int64_t>(blockIdx.z) * kPlanes; p0 < planes;
-         p0 += static_cast<int64_t>(gridDim.z) * kPlanes) {
-      const scalar_t* xp = x + p0 * plane_in;
-      scalar_t* op = out + p0 * plane_out + h * W_out + w;
-      if (planes - p0 >= kPlanes) {
-        // A full group: no per-plane bounds checks, so nothing stops the
-        // compiler from issuing all the loads before the first store.
-        forward_planes<kPlanes>(xp, plane_in, op, plane_out, W_in, yt, xt);
-      } else {
-        for (int64_t k = 0; k < planes - p0; ++k) {  // the last, partial group
-          forward_planes<1>(xp + k * plane_in, plane_in, op + k * plane_out, plane_out, W_in, yt, xt);
+  const int64_t chunks = (H_out + kRows - 1) / kRows;
+  for (int64_t c = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; c < chunks;
+       c += static_cast<int64_t>(gridDim.y) * blockDim.y) {
+    const int64_t h_begin = c * kRows, h_end = h_begin + kRows < H_out ? h_begin + kRows : H_out;
+    for (int64_t p = blockIdx.z; p < planes; p += gridDim.z) {
+      const scalar_t* xp = x + p * plane_in;
+      scalar_t* op = out + p * plane_out + w0;
+      T top[V], bottom[V];
+      int64_t row0 = -1, row1 = -1;  // the input rows in top and bottom (none yet)
+      for (int64_t h = h_begin; h < h_end; ++h) {
+        const Taps<T> yt = source_taps<T>(h, H_in, rh, mode);
+        // h is the same for the whole warp, so every branch below is taken by all
+        // 32 threads or by none: no divergence.
+        if (yt.i0 != row0 || yt.i1 != row1) {
+          if (yt.i0 == row1) {  // moved down one input row: reuse, don't reload
+#pragma unroll
+            for (int j = 0; j < V; ++j) {
+              top[j] = bottom[j];
+            }
+          } else {
+#pragma unroll
+            for (int j = 0; j < V; ++j) {
+              top[j] = sample_line<scalar_t, T>(xp + yt.i0 * W_in, xt[j]);
+            }
+          }
+#pragma unroll
+          for (int j = 0; j < V; ++j) {
+            bottom[j] = sample_line<scalar_t, T>(xp + yt.i1 * W_in, xt[j]);
+          }
+          row0 = yt.i0;
+          row1 = yt.i1;
         }
+        Pack<scalar_t, V> r;
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          // the blend along H of bilinear_sample (upsample.h), on the cached rows
+          r.v[j] = static_cast<scalar_t>((T(1) - yt.l) * top[j] + yt.l * bottom[j]);
+        }
+        store_outputs<scalar_t, V>(op + h * W_out, r, n, vector);
       }
     }
   }
@@ -222,16 +282,21 @@ __global__ void gather_kernel(const scalar_t* __restrict__ grad_out, scalar_t* _
 void upsample_forward_cuda(const at::Tensor& x, at::Tensor& out, const ResizeGeometry& g) {
   // Launch on the tensor's GPU, whatever device is current.
   const c10::cuda::CUDAGuard guard(x.device());
-  constexpr int kPlanes = 8;
-  const Launch l = launch_for(g.W_out, g.H_out, g.planes, kPlanes);
   // The current stream: code running us under torch.cuda.stream(s) expects our work on s.
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "upsample_forward_cuda", [&] {
     using opmath_t = at::opmath_type<scalar_t>;
-    forward_kernel<scalar_t, kPlanes><<<l.grid, l.block, 0, stream>>>(
+    constexpr int V = kV<scalar_t>;
+    // Grid: x over groups of V columns, y over chunks of kRows rows, z over planes.
+    const int64_t groups = (g.W_out + V - 1) / V, chunks = (g.H_out + kRows - 1) / kRows;
+    const Launch l = launch_for(groups, chunks, g.planes, 1);
+    // Vector stores need every row to start on a V-element boundary: W_out a
+    // multiple of V and an aligned output (ours is freshly allocated).
+    const bool vector_stores = g.W_out % V == 0 && reinterpret_cast<uintptr_t>(out.data_ptr()) % sizeof(Pack<scalar_t, V>) == 0;
+    forward_kernel<scalar_t><<<l.grid, l.block, 0, stream>>>(
         x.const_data_ptr<scalar_t>(), out.mutable_data_ptr<scalar_t>(), g.planes, g.H_in, g.W_in, g.H_out, g.W_out,
         axis_ratio<opmath_t>(g.H_in, g.H_out, g.mode, g.scale_h),
-        axis_ratio<opmath_t>(g.W_in, g.W_out, g.mode, g.scale_w), g.mode);
+        axis_ratio<opmath_t>(g.W_in, g.W_out, g.mode, g.scale_w), g.mode, vector_stores);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
 }
