@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> None:
                 timing.nbytes(grad_out, feats, points, mine), bitwise_identical_reruns=identical_ours, **fields)
             add("grad_points, atomicAdd per term", lambda: ext.points_grad_atomic(grad_out, feats, points),
                 timing.nbytes(grad_out, feats, points, mine), bitwise_identical_reruns=identical,
-                rel_error_vs_reduction=rel_error(runs[0], mine), **fields)
+                rel_error_vs_reduction=max(rel_error(r, mine) for r in runs), **fields)  # the worst of 10 runs
             print(f"    bitwise identical to the first of 9 reruns: reduction {identical_ours}, atomicAdd {identical}",
                   flush=True)
             del grad_out, feats, points, mine, runs, ours

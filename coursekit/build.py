@@ -27,6 +27,14 @@ BUILD_ROOT = ROOT / ".build"
 
 CXX_FLAGS = ["-O3"]  # torch adds the C++ standard it was built with
 NVCC_FLAGS = ["-O3", "-lineinfo"]
+LD_FLAGS: list[str] = []
+if sys.platform.startswith("linux"):
+    # at::parallel_for is a header template: with torch's OpenMP backend it expands to
+    # `#pragma omp parallel` in *our* object files. Without -fopenmp the compiler drops
+    # the pragma without a word and every CPU kernel runs on one thread. Linking with
+    # -fopenmp records a need for libgomp.so.1, which resolves to the copy torch loaded.
+    CXX_FLAGS.append("-fopenmp")
+    LD_FLAGS.append("-fopenmp")
 
 
 class BuildError(RuntimeError):
@@ -87,6 +95,7 @@ def build(source: str | Path, *, cuda: bool | None = None, verbose: bool = False
             sources=[str(p) for p in _sources(src, cuda)],
             extra_cflags=CXX_FLAGS + defines,
             extra_cuda_cflags=NVCC_FLAGS + defines,
+            extra_ldflags=list(LD_FLAGS),  # a copy: torch appends its own libraries to this list
             extra_include_paths=[str(src / "csrc")],
             build_directory=str(out),
             with_cuda=cuda,
@@ -139,5 +148,6 @@ def setup_extension(setup_py: str | Path):
         sources=[str(p.relative_to(src)) for p in _sources(src, plan.cuda)],
         include_dirs=[str(src / "csrc")],
         extra_compile_args={"cxx": CXX_FLAGS + defines, "nvcc": NVCC_FLAGS + defines},
+        extra_link_args=list(LD_FLAGS),
     )
 

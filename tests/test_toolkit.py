@@ -1,15 +1,17 @@
-"""Build set-up failures end in a message that says what to do (no toolkit is harmed)."""
+"""The build set-up: failures end in a message that says what to do (no toolkit is harmed),
+and what succeeds builds CPU kernels that can use torch's threads."""
 
 from __future__ import annotations
 
 import os
 import stat
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-from coursekit import build, toolkit
+from coursekit import build, chapters, toolkit
 
 
 def fake_toolkit(root: Path, version: str) -> Path:
@@ -86,3 +88,23 @@ def test_missing_ninja(clean_env, monkeypatch):
     monkeypatch.setattr(cpp_extension, "is_ninja_available", lambda: False)
     with pytest.raises(toolkit.SetupError, match=r"ninja is not installed.*\n  fix: python -m pip install ninja"):
         build.build(Path(__file__).parents[1] / "01_pybind_hello", cuda=False)
+
+
+PARALLEL_CHAPTERS = [c for c in chapters.existing()
+                     if any("at::parallel_for" in p.read_text() for p in (c.path / "csrc").glob("*.cpp"))]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or not torch.backends.openmp.is_available(),
+                    reason="torch's OpenMP backend on Linux is what this checks")
+@pytest.mark.parametrize("chapter", PARALLEL_CHAPTERS, ids=lambda c: c.dirname)
+def test_cpu_kernels_can_use_torch_threads(chapter):
+    """at::parallel_for expands to `#pragma omp parallel` in the extension's own code.
+
+    Compiled without -fopenmp the pragma vanishes silently and the CPU kernels run on
+    one thread whatever torch.set_num_threads says. With it, the library calls into
+    the OpenMP runtime (GOMP_parallel for GCC, __kmpc_fork_call for clang).
+    """
+    module = build.build(chapter.path)
+    binary = Path(module.__file__).read_bytes()
+    assert b"GOMP_parallel" in binary or b"__kmpc_fork_call" in binary, (
+        f"{Path(module.__file__).name} does not call the OpenMP runtime: was it compiled without -fopenmp?")
