@@ -30,8 +30,8 @@ NVCC_FLAGS = ["-O3", "-lineinfo"]
 LD_FLAGS: list[str] = []
 if sys.platform.startswith("linux"):
     # at::parallel_for is a header template: with torch's OpenMP backend it expands to
-    # `#pragma omp parallel` in *our* object files. Without -fopenmp the compiler drops
-    # the pragma without a word and every CPU kernel runs on one thread. Linking with
+    # `#pragma omp parallel` in *our* object files. Without -fopenmp, _OPENMP is undefined,
+    # the header takes its serial branch without a word, and every CPU kernel runs on one thread. Linking with
     # -fopenmp records a need for libgomp.so.1, which resolves to the copy torch loaded.
     CXX_FLAGS.append("-fopenmp")
     LD_FLAGS.append("-fopenmp")

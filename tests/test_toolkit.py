@@ -100,8 +100,9 @@ PARALLEL_CHAPTERS = [c for c in chapters.existing()
 def test_cpu_kernels_can_use_torch_threads(chapter):
     """at::parallel_for expands to `#pragma omp parallel` in the extension's own code.
 
-    Compiled without -fopenmp the pragma vanishes silently and the CPU kernels run on
-    one thread whatever torch.set_num_threads says. With it, the library calls into
+    Compiled without -fopenmp the header takes its serial branch silently and the CPU
+    kernels run on one thread whatever torch.set_num_threads says. (This checks the
+    link to the OpenMP runtime, the part a build can get wrong.) With it, the library calls into
     the OpenMP runtime (GOMP_parallel for GCC, __kmpc_fork_call for clang).
     """
     module = build.build(chapter.path)

@@ -52,7 +52,8 @@ Launch launch_for(int64_t W, int64_t H, int64_t planes, int planes_per_thread) {
 // next output row reads the same input rows it only blends again, and when it
 // moves down by one input row the old bottom becomes the new top. At x2 each
 // sampled input row serves two output rows, at x4 four: the scattered loads
-// drop by that factor. (The CPU kernel does the same with its line cache.)
+// drop from 4 per output pixel to about 1.5 (x2) and 1 (x4), counting the two
+// rows each chunk starts with. (The CPU kernel does the same with its line cache.)
 constexpr int kRows = 8;
 
 // kV outputs of 4 or 8 bytes each make one 16-byte (float, double) or 8-byte
@@ -68,7 +69,7 @@ struct alignas(sizeof(scalar_t) * V) Pack {
 // Store n <= V outputs. `vector`: all V at once, as one aligned vector store
 // marked streaming (st.global.cs: evict first). The output is 4x (x2) to 16x
 // (x4) the size of the input and is not read again by this kernel; letting it
-// pass through L2 first keeps the input rows, which neighbouring threads still
+// leave L2 first keeps the input rows, which neighbouring threads still
 // read, in the cache.
 template <typename scalar_t, int V>
 __device__ __forceinline__ void store_outputs(scalar_t* dst, const Pack<scalar_t, V>& r, int n, bool vector) {
