@@ -30,9 +30,10 @@ NVCC_FLAGS = ["-O3", "-lineinfo"]
 LD_FLAGS: list[str] = []
 if sys.platform.startswith("linux"):
     # at::parallel_for is a header template: with torch's OpenMP backend it expands to
-    # `#pragma omp parallel` in *our* object files. Without -fopenmp, _OPENMP is undefined,
-    # the header takes its serial branch without a word, and every CPU kernel runs on one thread. Linking with
-    # -fopenmp records a need for libgomp.so.1, which resolves to the copy torch loaded.
+    # `#pragma omp parallel` in *our* object files. Without -fopenmp, _OPENMP is
+    # undefined, the header takes its serial branch without a word, and every CPU
+    # kernel runs on one thread. Linking with -fopenmp records a need for
+    # libgomp.so.1, which resolves to the copy torch has already loaded.
     CXX_FLAGS.append("-fopenmp")
     LD_FLAGS.append("-fopenmp")
 

@@ -101,9 +101,9 @@ def test_cpu_kernels_can_use_torch_threads(chapter):
     """at::parallel_for expands to `#pragma omp parallel` in the extension's own code.
 
     Compiled without -fopenmp the header takes its serial branch silently and the CPU
-    kernels run on one thread whatever torch.set_num_threads says. (This checks the
-    link to the OpenMP runtime, the part a build can get wrong.) With it, the library calls into
-    the OpenMP runtime (GOMP_parallel for GCC, __kmpc_fork_call for clang).
+    kernels run on one thread whatever torch.set_num_threads says. Compiled with it,
+    the library calls into the OpenMP runtime (GOMP_parallel for GCC, __kmpc_fork_call
+    for clang): that call is what this checks, the part a build can get wrong.
     """
     module = build.build(chapter.path)
     binary = Path(module.__file__).read_bytes()

@@ -19,6 +19,7 @@
 #include <c10/cuda/CUDAStream.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <type_traits>
 
 #include "upsample.h"
@@ -293,7 +294,8 @@ void upsample_forward_cuda(const at::Tensor& x, at::Tensor& out, const ResizeGeo
     const Launch l = launch_for(groups, chunks, g.planes, 1);
     // Vector stores need every row to start on a V-element boundary: W_out a
     // multiple of V and an aligned output (ours is freshly allocated).
-    const bool vector_stores = g.W_out % V == 0 && reinterpret_cast<uintptr_t>(out.data_ptr()) % sizeof(Pack<scalar_t, V>) == 0;
+    const bool vector_stores =
+        g.W_out % V == 0 && reinterpret_cast<uintptr_t>(out.data_ptr()) % sizeof(Pack<scalar_t, V>) == 0;
     forward_kernel<scalar_t><<<l.grid, l.block, 0, stream>>>(
         x.const_data_ptr<scalar_t>(), out.mutable_data_ptr<scalar_t>(), g.planes, g.H_in, g.W_in, g.H_out, g.W_out,
         axis_ratio<opmath_t>(g.H_in, g.H_out, g.mode, g.scale_h),
