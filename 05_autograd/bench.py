@@ -26,17 +26,6 @@ from coursekit.build import build, describe, load_python
 HERE = Path(__file__).parent
 
 
-def reference(feats: torch.Tensor, points: torch.Tensor) -> torch.Tensor:
-    u, v, w = ((points + 1) / 2).unbind(1)
-    out = 0
-    for k in range(8):
-        a = u if (k >> 2) & 1 else 1 - u
-        b = v if (k >> 1) & 1 else 1 - v
-        c = w if k & 1 else 1 - w
-        out = out + (a * b * c)[:, None] * feats[:, k]
-    return out
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="tiny sizes, to check that everything runs")
@@ -48,6 +37,7 @@ def main() -> None:
     device = args.device or ("cuda" if describe(ext) == "CPU+CUDA" and torch.cuda.is_available() else "cpu")
     function = load_python(HERE, "trilinear_function").trilinear
     op = load_python(HERE, "trilinear_op").trilinear
+    reference = load_python(HERE, "reference").trilinear
     routes = {"function": function, "op": op, "reference": reference}
     if device == "cuda":
         routes["op_compiled"] = torch.compile(op, fullgraph=True)

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as Fn
 
-from coursekit import build
+from coursekit import ROOT, build
 from coursekit.testing import TOLERANCE, assert_close, poisoned_empty
 
 CHAPTER = "05"
@@ -43,28 +43,15 @@ def grid_module(op, chapter_source):
     return build.load_python(chapter_source, "module")
 
 
-def reference(feats, points):
-    """Trilinear forward in differentiable PyTorch (corner k at offsets (k>>2&1, k>>1&1, k&1))."""
-    u, v, w = ((points + 1) / 2).unbind(1)
-    out = torch.zeros(feats.shape[0], feats.shape[2], dtype=feats.dtype, device=feats.device)
-    for k in range(8):
-        a = u if (k >> 2) & 1 else 1 - u
-        b = v if (k >> 1) & 1 else 1 - v
-        c = w if k & 1 else 1 - w
-        out = out + (a * b * c)[:, None] * feats[:, k]
-    return out
+# The plain-PyTorch formula and its float64 autograd gradients, from the course's
+# own 05_autograd/reference.py (not from the folder under test, which a learner edits).
+REFERENCE = build.load_python(ROOT / "05_autograd", "reference")
 
 
 def inputs(N, F, device="cpu", dtype=torch.float32, requires_grad=False):
     feats = torch.randn(N, 8, F, device=device, dtype=dtype)
     points = (torch.rand(N, 3, device=device, dtype=torch.float64) * 2 - 1).to(dtype)
     return feats.requires_grad_(requires_grad), points.requires_grad_(requires_grad)
-
-
-def reference_grads(feats, points, grad_out):
-    f64, p64 = (t.detach().double().cpu().requires_grad_() for t in (feats, points))
-    reference(f64, p64).backward(grad_out.detach().double().cpu())
-    return f64.grad, p64.grad
 
 
 # grad_points sums F products: in float16/bfloat16 allow a few roundings more.
@@ -77,9 +64,9 @@ def check_route(trilinear, device, dtype, N=60, F=19):
         out = trilinear(feats, points)
         grad_out = torch.randn_like(out)
         out.backward(grad_out)
-    ref = reference(feats.detach().double().cpu(), points.detach().double().cpu())
+    ref = REFERENCE.trilinear(feats.detach().double().cpu(), points.detach().double().cpu())
     assert_close(out, ref.to(dtype), dtype, what="out")
-    ref_feats, ref_points = reference_grads(feats, points, grad_out)
+    ref_feats, ref_points = REFERENCE.trilinear_grads(grad_out, feats, points)
     assert_close(feats.grad, ref_feats.to(dtype), dtype, what="feats.grad")
     assert_close(points.grad, ref_points.to(dtype), dtype, what="points.grad", tol=POINTS_TOL[dtype])
 
@@ -100,7 +87,7 @@ def gradcheck_route(trilinear, device):
 def test_function_forward_saves_inputs(fn, device):
     feats, points = inputs(10, 6, device, torch.float64, requires_grad=True)
     out = fn.trilinear(feats, points)
-    assert_close(out, reference(feats.detach(), points.detach()), torch.float64, what="out")
+    assert_close(out, REFERENCE.trilinear(feats.detach(), points.detach()), torch.float64, what="out")
     assert out.grad_fn is not None, "the output has no grad_fn: call the kernel inside forward and return its result"
     saved = out.grad_fn.saved_tensors  # what ctx.save_for_backward stored
     assert len(saved) == 2 and saved[0] is feats and saved[1] is points, \
