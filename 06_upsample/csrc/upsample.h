@@ -101,16 +101,6 @@ C10_HOST_DEVICE inline T sample_line(const scalar_t* __restrict__ line, const Ta
   // END SOLUTION
 }
 
-// The forward for one output pixel: rows y.i0 and y.i1 of plane `x` (W_in
-// wide) sampled along W, then the two results blended along H.
-template <typename scalar_t, typename T>
-C10_HOST_DEVICE inline T bilinear_sample(const scalar_t* __restrict__ x, int64_t W_in, const Taps<T>& y,
-                                         const Taps<T>& xt) {
-  const T top = sample_line<scalar_t, T>(x + y.i0 * W_in, xt);
-  const T bottom = sample_line<scalar_t, T>(x + y.i1 * W_in, xt);
-  return (T(1) - y.l) * top + y.l * bottom;
-}
-
 // The weight that output index d gives input index i along one axis (0 if d
 // does not read i). Both taps can be the same pixel (i0 == i1 == in - 1):
 // then the weights add up.

@@ -142,7 +142,7 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(
         Pack<scalar_t, V> r;
 #pragma unroll
         for (int j = 0; j < V; ++j) {
-          // the blend along H of bilinear_sample (upsample.h), on the cached rows
+          // the blend along H, on the cached row samples
           r.v[j] = static_cast<scalar_t>((T(1) - yt.l) * top[j] + yt.l * bottom[j]);
         }
         store_outputs<scalar_t, V>(op + h * W_out, r, n, vector);
