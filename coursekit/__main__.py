@@ -60,7 +60,12 @@ def _pytest(argv: list[str]) -> int:
 
 
 def cmd_test(args) -> int:
-    return _pytest(args.pytest_args)
+    # The grader self-check (marker `graders`) has its own command; an explicit -m wins.
+    return _pytest(["-m", "not graders", *args.pytest_args])
+
+
+def cmd_selfcheck(args) -> int:
+    return _pytest(["tests/test_graders.py", "-m", "graders", *args.pytest_args])
 
 
 def cmd_exercise(args) -> int:
@@ -71,24 +76,50 @@ def cmd_exercise(args) -> int:
         dest, found = make_workspace(chapter, force=args.force)
     except ExerciseError as e:
         return _fail(str(e))
-    print(f"Workspace ready: {dest.relative_to(ROOT)}  ({len(found)} exercises)")
+    print(f"Workspace ready: {dest.relative_to(ROOT)}  ({len({ex.name for ex in found})} exercises)")
     for ex in found:
-        print(f"  {ex.name:32s} {ex.file}:{ex.line}")
-    print(f"\nEdit the TODOs there, then grade your work with: ./course grade {chapter.number}")
+        print(f"  {ex.name:24s} {ex.file}:{ex.line}")
+    print(f"\nWrite your code between the BEGIN EXERCISE and END EXERCISE lines, then: ./course grade {chapter.number}"
+          f"\nStuck? ./course hint {chapter.number} EXERCISE")
     return 0
 
 
 def cmd_grade(args) -> int:
+    from .exercises import ExerciseError
+    from .grading import format_table, grade
+
     chapter = chapters.find(args.chapter)
-    if "--solution" in args.pytest_args:  # also accepted after the chapter number
-        args.pytest_args.remove("--solution")
-        args.solution = True
-    source = chapter.path if args.solution else chapter.workspace
-    if not source.is_dir():
-        return _fail(f"no workspace at {source.relative_to(ROOT)}.\n  first run: ./course exercise {chapter.number}")
-    print(f"Grading {source.relative_to(ROOT)} with {chapter.test_file.relative_to(ROOT)}")
-    # The setup.py build test (marker aot) checks packaging, not your exercises: skipped here.
-    return _pytest([str(chapter.test_file), "--source", str(source), "-q", "-m", "not aot", *args.pytest_args])
+    workspace = None if args.solution else chapter.workspace
+    if workspace is not None and not workspace.is_dir():
+        return _fail(f"no workspace at {workspace.relative_to(ROOT)}.\n  first run: ./course exercise {chapter.number}")
+    shown = chapter.dirname if workspace is None else workspace.relative_to(ROOT)
+    print(f"Grading {shown}: each exercise alone, with the chapter's solution for the others")
+    t0 = time.time()
+    try:
+        verdicts = grade(chapter, workspace, only=args.exercises or None,
+                         compile_cuda=False if args.cpu_only else None,
+                         progress=lambda line: print(f"  {line}", flush=True))
+    except ExerciseError as e:
+        return _fail(str(e))
+    print()
+    print(format_table(chapter, verdicts, verbose=args.verbose))
+    print(f"({time.time() - t0:.0f} s)")
+    return 0 if all(v.status in ("PASS", "compiled") for v in verdicts) else 1
+
+
+def cmd_hint(args) -> int:
+    from .hints import hints
+
+    chapter = chapters.find(args.chapter)
+    found = hints(chapter, args.exercise)
+    if not found:
+        return _fail(f"no hints for {args.exercise!r} in {chapter.dirname}/README.md")
+    n = min(args.number or 1, len(found))
+    print(f"Hint {n} of {len(found)} for {args.exercise}:\n")
+    print(found[n - 1])
+    if n < len(found):
+        print(f"\nNext: ./course hint {chapter.number} {args.exercise} {n + 1}")
+    return 0
 
 
 def _preload_libstdcxx(argv: list[str]) -> None:
@@ -113,31 +144,44 @@ def cmd_gpu_report(args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] in {"run", "test", "grade", "gpu-report"}:
+    if argv and argv[0] in {"run", "test", "selfcheck", "grade", "gpu-report"}:
         _preload_libstdcxx(argv)
     parser = argparse.ArgumentParser(prog="./course", description="PyTorch C++/CUDA extensions course")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("doctor", help="check torch, the CUDA toolkit, ninja, the compiler and the GPU").set_defaults(fn=cmd_doctor)
     sub.add_parser("run", help="build every chapter and run its demo").set_defaults(fn=cmd_run)
-    p = sub.add_parser("test", help="run the whole test suite (extra arguments go to pytest)")
-    p.add_argument("pytest_args", nargs=argparse.REMAINDER)
-    p.set_defaults(fn=cmd_test)
+    p = sub.add_parser("test", help="run the test suite (every argument goes to pytest)")
+    p.set_defaults(fn=cmd_test, pytest_args=[])
+    p = sub.add_parser("selfcheck", help="test the graders: stubs and wrong variants (slow; CI runs it)")
+    p.set_defaults(fn=cmd_selfcheck, pytest_args=[])
     p = sub.add_parser("exercise", help="make a workspace for chapter NN with the solutions taken out")
     p.add_argument("chapter")
     p.add_argument("--force", action="store_true", help="replace an existing workspace (your edits are lost)")
     p.set_defaults(fn=cmd_exercise)
-    p = sub.add_parser("grade", help="grade your workspace for chapter NN")
+    p = sub.add_parser("grade", help="grade your workspace for chapter NN, each exercise alone")
     p.add_argument("chapter")
+    p.add_argument("exercises", nargs="*", help="only these exercises")
     p.add_argument("--solution", action="store_true", help="grade the chapter's own solution instead")
-    p.add_argument("pytest_args", nargs=argparse.REMAINDER)
+    p.add_argument("-v", "--verbose", action="store_true", help="all messages and the full test output")
+    p.add_argument("--cpu-only", action="store_true", help="without a GPU, skip compiling the CUDA code")
     p.set_defaults(fn=cmd_grade)
+    p = sub.add_parser("hint", help="the next hint for an exercise: ./course hint 02 corner-weight [N]")
+    p.add_argument("chapter")
+    p.add_argument("exercise")
+    p.add_argument("number", nargs="?", type=int)
+    p.set_defaults(fn=cmd_hint)
     p = sub.add_parser("gpu-report", help="on a CUDA machine: build, test, sanitize, benchmark, plot; write results/")
     p.add_argument("--skip-graders", action="store_true", help="leave out the grader self-check (the slowest part)")
     p.add_argument("--skip-sanitizer", action="store_true", help="leave out the compute-sanitizer runs")
     p.add_argument("--only", nargs="+", help="only these steps (run test sanitizer bench notebooks) and/or chapters (02 ...)")
     p.add_argument("--sanitizer-timeout", type=float, default=None, help="seconds allowed per compute-sanitizer tool")
     p.set_defaults(fn=cmd_gpu_report)
-    args = parser.parse_args(argv)
+    if argv and argv[0] in {"test", "selfcheck"}:
+        # Everything after the command goes to pytest as it is (-k, -x, --lf, paths).
+        args = parser.parse_args(argv[:1])
+        args.pytest_args = list(argv[1:])
+    else:
+        args = parser.parse_args(argv)
     try:
         return args.fn(args)
     except KeyError as e:

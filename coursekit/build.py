@@ -15,9 +15,11 @@ learner's workspace copy of it):
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import sys
+import time
 from pathlib import Path
 from types import ModuleType
 
@@ -66,15 +68,68 @@ def _trim_compiler_output(text: str, limit: int = 60) -> str:
     return "\n".join(shown + ([f"... ({more} more lines; build with verbose=True for all)"] if more > 0 else []))
 
 
-def build(source: str | Path, *, cuda: bool | None = None, verbose: bool = False) -> ModuleType:
+def _same_csrc(a: Path, b: Path) -> bool:
+    """Do two chapter folders hold the same C++/CUDA sources, byte for byte?"""
+    fa = sorted(p.relative_to(a) for p in (a / "csrc").rglob("*") if p.is_file())
+    fb = sorted(p.relative_to(b) for p in (b / "csrc").rglob("*") if p.is_file())
+    return fa == fb and all((a / p).read_bytes() == (b / p).read_bytes() for p in fa)
+
+
+class _Progress:
+    """Says what is being compiled and how long it has taken, every few seconds, while ninja runs."""
+
+    def __init__(self, say, what: str, out: Path, sources: list[Path], every: float = 10.0):
+        import threading
+
+        self.say, self.what, self.out, self.every = say, what, out, every
+        self.total = len(sources)
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _objects(self) -> int:
+        return sum(1 for p in self.out.glob("*.o") if p.stat().st_mtime >= self.start)
+
+    def _run(self):
+        while not self.done.wait(self.every):
+            self.say(f"[course] {self.what}: {self._objects()} of {self.total} files compiled, "
+                     f"{time.time() - self.start:.0f} s")
+
+    def __enter__(self):
+        self.start = time.time()
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.done.set()
+        self.thread.join()
+        elapsed = time.time() - self.start
+        if elapsed > 2 and exc[0] is None:  # a no-op rebuild says nothing
+            self.say(f"[course] {self.what}: done in {elapsed:.0f} s")
+
+
+def build(source: str | Path, *, cuda: bool | None = None, verbose: bool = False, progress=None) -> ModuleType:
     """Build (or reuse) the extension in `source` and return it as a module.
 
     cuda=None lets `toolkit.plan_build()` decide; True/False force it.
     The module is also placed in sys.modules under its name, so the chapter's
-    Python files can simply `import` it.
+    Python files can simply `import` it. progress: a function that takes a line of
+    text (True: print to stderr), told what is compiled and for how long.
+    A folder whose csrc/ equals the chapter's own (a learner's workspace that differs
+    only in Python files) reuses the chapter's build.
     """
     src = Path(source).resolve()
     chapter = chapters.find(src)
+    if src != chapter.path.resolve() and chapter.path.is_dir() and _same_csrc(src, chapter.path):
+        src = chapter.path.resolve()
+    every = 10.0
+    if progress is True:
+        if sys.stderr.isatty():  # one line, rewritten in place
+            progress = lambda line: print("\r" + line + "\033[K", end="" if ": done" not in line else "\n",  # noqa: E731
+                                          file=sys.stderr, flush=True)
+            every = 2.0
+        else:
+            progress = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+            every = 30.0
     plan = toolkit.plan_build()
     if cuda is None:
         cuda = plan.cuda
@@ -90,18 +145,22 @@ def build(source: str | Path, *, cuda: bool | None = None, verbose: bool = False
     out = build_dir(src, cuda)
     out.mkdir(parents=True, exist_ok=True)
     defines = ["-DWITH_CUDA"] if cuda else []
+    sources = _sources(src, cuda)
+    what = f"building {src.parent.name + '/' if src != chapter.path.resolve() else ''}{src.name} ({'CPU+CUDA' if cuda else 'CPU'})"
+    ticker = _Progress(progress, what, out, sources, every) if progress else contextlib.nullcontext()
     try:
-        module = cpp_extension.load(
-            name=chapter.module,
-            sources=[str(p) for p in _sources(src, cuda)],
-            extra_cflags=CXX_FLAGS + defines,
-            extra_cuda_cflags=NVCC_FLAGS + defines,
-            extra_ldflags=list(LD_FLAGS),  # a copy: torch appends its own libraries to this list
-            extra_include_paths=[str(src / "csrc")],
-            build_directory=str(out),
-            with_cuda=cuda,
-            verbose=verbose,
-        )
+        with ticker:
+            module = cpp_extension.load(
+                name=chapter.module,
+                sources=[str(p) for p in sources],
+                extra_cflags=CXX_FLAGS + defines,
+                extra_cuda_cflags=NVCC_FLAGS + defines,
+                extra_ldflags=list(LD_FLAGS),  # a copy: torch appends its own libraries to this list
+                extra_include_paths=[str(src / "csrc")],
+                build_directory=str(out),
+                with_cuda=cuda,
+                verbose=verbose,
+            )
     except RuntimeError as e:
         text = str(e)
         if "Error building extension" in text or "error" in text.lower():

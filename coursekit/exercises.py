@@ -13,6 +13,16 @@ exercise: `TORCH_CHECK(false, ...)` in C++, `raise NotImplementedError` in
 Python. Stubs must compile, so the workspace builds and the tests can say which
 exercise is missing. Device code cannot throw: there the STUB returns a value
 that the tests catch (NaN, say).
+
+In the workspace the region stays fenced, so the grader can find the learner's code:
+
+    // BEGIN EXERCISE corner-weight: your code goes between this line and END EXERCISE
+    // TODO(exercise corner-weight): ...
+    return NAN;
+    // END EXERCISE corner-weight
+
+`coursekit.grading` grades each exercise alone: the chapter's solution with only
+that exercise's regions replaced by the learner's (`splice`).
 """
 
 from __future__ import annotations
@@ -26,6 +36,8 @@ from . import chapters
 BEGIN = re.compile(r"^(?P<indent>\s*)(?P<comment>//|#)\s*BEGIN SOLUTION\s+(?P<name>[\w.-]+)\s*$")
 END = re.compile(r"^\s*(//|#)\s*END SOLUTION\s*$")
 STUB = re.compile(r"^\s*(//|#)\s*STUB:\s?(?P<code>.*)$")
+WS_BEGIN = re.compile(r"^\s*(//|#)\s*BEGIN EXERCISE\s+(?P<name>[\w.-]*[\w])")
+WS_END = re.compile(r"^\s*(//|#)\s*END EXERCISE\b")
 SOURCE_SUFFIXES = {".cpp", ".cu", ".h", ".cuh", ".py"}
 
 
@@ -68,6 +80,7 @@ def source_files(src: Path) -> list[Path]:
 
 
 def _stub_lines(name: str, indent: str, comment: str, stub: list[str], readme: str) -> list[str]:
+    """The body a workspace starts with: a TODO and code that compiles and fails loudly."""
     todo = f"{indent}{comment} TODO(exercise {name}): your code here; see {readme}, exercise {name}.\n"
     if stub:
         return [todo] + [f"{indent}{code}\n" for code in stub]
@@ -75,6 +88,11 @@ def _stub_lines(name: str, indent: str, comment: str, stub: list[str], readme: s
     if comment == "#":
         return [todo, f'{indent}raise NotImplementedError("{message}")\n']
     return [todo, f'{indent}TORCH_CHECK(false, "{message}");\n']
+
+
+def _fenced(name: str, indent: str, comment: str, body: list[str]) -> list[str]:
+    return ([f"{indent}{comment} BEGIN EXERCISE {name}: your code goes between this line and END EXERCISE\n"]
+            + body + [f"{indent}{comment} END EXERCISE {name}\n"])
 
 
 def strip_solutions(text: str, path: Path, readme: str = "README.md") -> tuple[str, list[Exercise]]:
@@ -104,9 +122,82 @@ def strip_solutions(text: str, path: Path, readme: str = "README.md") -> tuple[s
             i += 1
         if i == len(lines):
             raise ExerciseError(f"{path}:{start + 1}: BEGIN SOLUTION {m['name']} has no END SOLUTION")
-        out += _stub_lines(m["name"], m["indent"], m["comment"], stub, readme)
+        out += _fenced(m["name"], m["indent"], m["comment"], _stub_lines(m["name"], m["indent"], m["comment"], stub, readme))
         i += 1  # skip END
     return "".join(out), found
+
+
+@dataclass
+class Region:
+    """One fenced region of a file: its exercise, its body lines and where the body starts (1-based)."""
+
+    name: str
+    body: list[str]
+    line: int
+
+
+def solution_regions(text: str, path: Path) -> list[Region]:
+    """The BEGIN SOLUTION regions of a chapter source; the body includes STUB lines (comments)."""
+    return _regions(text, path, BEGIN, END, "SOLUTION")
+
+
+def workspace_regions(text: str, path: Path) -> list[Region]:
+    """The BEGIN EXERCISE regions of a learner's workspace file."""
+    return _regions(text, path, WS_BEGIN, WS_END, "EXERCISE")
+
+
+def _regions(text: str, path: Path, begin, end, word: str) -> list[Region]:
+    found: list[Region] = []
+    current: Region | None = None
+    for i, line in enumerate(text.splitlines(keepends=True), start=1):
+        if (m := begin.match(line)) is not None:
+            if current is not None:
+                raise ExerciseError(f"{path}:{i}: BEGIN {word} {m['name']} inside exercise {current.name}; "
+                                    f"the END {word} line of {current.name} is missing")
+            current = Region(m["name"], [], i + 1)
+        elif end.match(line):
+            if current is None:
+                raise ExerciseError(f"{path}:{i}: END {word} without BEGIN {word}")
+            found.append(current)
+            current = None
+        elif current is not None:
+            current.body.append(line)
+    if current is not None:
+        raise ExerciseError(f"{path}:{current.line - 1}: BEGIN {word} {current.name} has no END {word} line")
+    return found
+
+
+def splice(text: str, path: Path, name: str, bodies: list[list[str]]) -> tuple[str, list[tuple[int, int, int]]]:
+    """`text` (a solution file) with the bodies of its regions named `name` replaced by `bodies`, in order.
+
+    Returns the new text and, for each replaced region, (first line in the new text,
+    number of lines, index into `bodies`), so that messages about the new file can be
+    mapped back to the learner's file.
+    """
+    lines = text.splitlines(keepends=True)
+    out: list[str] = []
+    spans: list[tuple[int, int, int]] = []
+    k = 0
+    i = 0
+    while i < len(lines):
+        m = BEGIN.match(lines[i])
+        if m is None or m["name"] != name:
+            out.append(lines[i])
+            i += 1
+            continue
+        out.append(lines[i])
+        i += 1
+        while not END.match(lines[i]):
+            i += 1
+        if k >= len(bodies):
+            raise ExerciseError(f"{path}: more regions of exercise {name} than the {len(bodies)} given")
+        body = bodies[k]
+        spans.append((len(out) + 1, len(body), k))
+        out += body
+        k += 1
+    if k != len(bodies):
+        raise ExerciseError(f"{path}: {len(bodies)} regions of exercise {name} given, the file has {k}")
+    return "".join(out), spans
 
 
 def list_exercises(src: Path) -> list[Exercise]:
@@ -178,3 +269,18 @@ def apply_variant(chapter: chapters.Chapter, dest: Path, variant: Variant) -> Pa
         return text.replace(variant.old, variant.new)
 
     return copy_chapter(chapter.path, dest, change)
+
+
+def as_workspace(text: str, path: Path) -> str:
+    """`text` (a chapter source) with its solutions kept but fenced as a learner's workspace fences them."""
+    out = []
+    for i, line in enumerate(text.splitlines(keepends=True), start=1):
+        if (m := BEGIN.match(line)) is not None:
+            out.append(_fenced(m["name"], m["indent"], m["comment"], [])[0])
+            name = m["name"]
+        elif (e := END.match(line)) is not None:
+            indent = line[: len(line) - len(line.lstrip())]
+            out.append(f"{indent}{e.group(1)} END EXERCISE {name}\n")
+        else:
+            out.append(line)
+    return "".join(out)

@@ -85,3 +85,95 @@ def install_and_run(source: str | Path, workdir: Path, code: str) -> str:
 
 def cuda_available() -> bool:
     return torch.cuda.is_available()
+
+
+# ----------------------------------------------------------------------------
+# Sharper tools for graders. A relative-norm tolerance answers "is this roughly
+# right?"; the helpers below answer "is every element as right as the dtype allows?",
+# which is what catches arithmetic done in the wrong type.
+
+MANTISSA_BITS = {torch.float64: 52, torch.float32: 23, torch.float16: 10, torch.bfloat16: 7}
+
+
+def ulp_of(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """The spacing of `dtype` numbers at |x| (x in float64): one unit in the last place."""
+    info = torch.finfo(dtype)
+    mag = x.detach().double().abs().clamp(min=info.tiny)
+    return torch.exp2(torch.floor(torch.log2(mag)) - MANTISSA_BITS[dtype])
+
+
+def assert_rounded(out: torch.Tensor, ref64: torch.Tensor, *, ulps: float = 1.0, tiny: float | None = None,
+                   what: str = "output") -> None:
+    """Every element of `out` within `ulps` units in the last place of out.dtype of the float64 `ref64`.
+
+    This is what a kernel that accumulates in float (at::opmath_type) and rounds once
+    at the end achieves for float16/bfloat16 outputs: the correctly rounded value, or
+    its neighbour when the exact value lies within a hair of a tie (`ulps=1` allows
+    that). Arithmetic in the storage type rounds at every step and lands several ulps
+    away somewhere in a large tensor; a relative-norm tolerance would absorb it.
+
+    Where |ref| is below `tiny` (default: 2^-6 of max |ref|; results that are small
+    because terms cancel) the allowance is `ulps` at `tiny`, since there the float
+    accumulation's own rounding is of the order of the terms, not of the result.
+    """
+    assert out.shape == ref64.shape, f"{what}: shape {tuple(out.shape)}, expected {tuple(ref64.shape)}"
+    dtype = out.dtype
+    got = out.detach().double().cpu()
+    ref = ref64.detach().double().cpu()
+    bad = (~torch.isfinite(got)).sum().item()
+    assert bad == 0, f"{what}: {bad} of {out.numel()} elements are NaN/Inf (never written, or a stub?)"
+    if ref.numel() == 0:
+        return
+    if tiny is None:
+        tiny = ref.abs().max().item() * 2.0**-6
+    allowed = ulps * ulp_of(ref.abs().clamp(min=tiny), dtype)
+    err = (got - ref).abs()
+    over = err > allowed
+    if over.any():
+        i = int(torch.argmax(err / allowed))
+        idx = tuple(int(j) for j in torch.unravel_index(torch.tensor(i), ref.shape))
+        worst = (err.flatten()[i] / (allowed.flatten()[i] / ulps)).item()
+        raise AssertionError(
+            f"{what}: {int(over.sum())} of {ref.numel()} elements are more than {ulps:g} ulp of {dtype} from the "
+            f"float64 reference; worst at {idx}: got {got.flatten()[i].item():.9g}, expected {ref.flatten()[i].item():.9g} "
+            f"({worst:.1f} ulp). Compute in float (at::opmath_type) and round to {str(dtype).replace('torch.', '')} once, at the end."
+        )
+
+
+def assert_bitwise(out: torch.Tensor, expected: torch.Tensor, what: str = "output") -> None:
+    """Bit-for-bit equality, signed zeros and NaN payloads included (torch.equal calls -0.0 == 0.0)."""
+    assert out.shape == expected.shape, f"{what}: shape {tuple(out.shape)}, expected {tuple(expected.shape)}"
+    assert out.dtype == expected.dtype, f"{what}: dtype {out.dtype}, expected {expected.dtype}"
+    a, b = out.detach().cpu().contiguous(), expected.detach().cpu().contiguous()
+    int_type = {8: torch.int64, 4: torch.int32, 2: torch.int16}[a.element_size()]
+    differ = a.view(int_type) != b.view(int_type)
+    if differ.any():
+        i = int(differ.flatten().nonzero()[0])
+        raise AssertionError(
+            f"{what}: {int(differ.sum())} of {a.numel()} elements differ bit for bit; first at flat index {i}: "
+            f"got {a.flatten()[i].item()!r}, expected {b.flatten()[i].item()!r}"
+        )
+
+
+@contextlib.contextmanager
+def expect_error(pattern: str, exc_type: type[BaseException] = RuntimeError, what: str = "the call"):
+    """Like pytest.raises(exc_type, match=pattern), with a message that shows what happened instead.
+
+        with expect_error(r"feats must have shape \\(N, 8, F\\)"):
+            ext.forward(feats[0], points)
+    """
+    import re
+
+    try:
+        yield
+    except exc_type as e:
+        text = str(e).splitlines()[0] if str(e) else ""
+        if not re.search(pattern, str(e)):
+            raise AssertionError(f"{what} raised {type(e).__name__} with the wrong message\n"
+                                 f"  expected (regex): {pattern}\n  got: {text[:300]}") from None
+    except Exception as e:  # noqa: BLE001 - we report the wrong type
+        text = str(e).splitlines()[0] if str(e) else ""
+        raise AssertionError(f"{what} raised {type(e).__name__} instead of {exc_type.__name__}\n"
+                             f"  expected (regex): {pattern}\n  got: {text[:300]}") from None
+    else:
+        raise AssertionError(f"{what} returned normally; expected {exc_type.__name__} matching: {pattern}")

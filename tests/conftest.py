@@ -24,14 +24,33 @@ GPU = torch.cuda.is_available()
 def pytest_addoption(parser):
     parser.addoption("--source", default=None, help="build the chapter under test from this folder (a learner workspace)")
     parser.addoption("--course-report", default=None, help="write test outcomes and their exercises as JSON to this file")
+    parser.addoption("--exercise", default=None, help="run only the tests that grade this exercise")
 
 
 def pytest_configure(config):
     config._course_results = defaultdict(list)  # exercise -> [(nodeid, outcome, message)]
     config._course_outcomes = {}
+    config._course_messages = {}  # nodeid -> the whole failure message, for the grade report
+
+
+def exercise_of(item) -> str | None:
+    """The exercise a test grades: the one name on its @pytest.mark.exercise, or None."""
+    names = [m.args[0] for m in item.iter_markers("exercise")]
+    return names[0] if names else None
 
 
 def pytest_collection_modifyitems(config, items):
+    # One verdict per exercise, from that exercise alone: a graded test belongs to exactly one.
+    shared = [f"{item.nodeid}: {names}" for item in items
+              if len(names := [m.args[0] for m in item.iter_markers("exercise")]) > 1]
+    if shared:
+        raise pytest.UsageError("tests marked with more than one exercise (each graded test grades one):\n  "
+                                + "\n  ".join(shared))
+    wanted = config.getoption("--exercise")
+    if wanted:
+        keep = [item for item in items if exercise_of(item) == wanted]
+        config.hook.pytest_deselected(items=[item for item in items if exercise_of(item) != wanted])
+        items[:] = keep
     if GPU:
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU (none visible)")
@@ -50,8 +69,16 @@ def build_chapter(request):
         if number not in cache:
             chapter = chapters.find(number)
             src = Path(source) if source and chapters.find(source) == chapter else chapter.path
+            capture = request.config.pluginmanager.getplugin("capturemanager")
+            terminal = request.config.pluginmanager.getplugin("terminalreporter")
+
+            def progress(line: str) -> None:
+                if terminal is not None and request.config.getoption("verbose") >= 0:
+                    with capture.global_and_fixture_disabled():
+                        terminal.write_line(line)
+
             try:
-                cache[number] = (build.build(src), src)
+                cache[number] = (build.build(src, progress=progress), src)
             except (build.BuildError, toolkit.SetupError) as e:
                 pytest.exit(f"\n{e}\n", returncode=1)
         return cache[number]
@@ -109,6 +136,8 @@ def pytest_runtest_makereport(item, call):
     if config._course_outcomes.get(report.nodeid) in ("failed", "error"):
         return  # keep the first failure of a test
     config._course_outcomes[report.nodeid] = outcome
+    if outcome in ("failed", "error"):
+        config._course_messages[report.nodeid] = message[:3000]
     first_line = message.splitlines()[0] if message else ""
     for marker in item.iter_markers("exercise"):
         config._course_results[marker.args[0]].append((report.nodeid, outcome, first_line))
@@ -120,6 +149,7 @@ def pytest_terminal_summary(terminalreporter, config):
     if path:
         Path(path).write_text(json.dumps({
             "outcomes": config._course_outcomes,
+            "messages": config._course_messages,
             "exercises": {k: [list(r) for r in v] for k, v in results.items()},
         }, indent=1))
     if not config.getoption("--source") or not results:

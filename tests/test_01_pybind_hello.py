@@ -15,7 +15,6 @@ def test_module_name(ext):
     assert {"echo", "describe", "scale"} <= set(dir(ext))
 
 
-@pytest.mark.exercise("echo")
 def test_echo_returns_the_same_tensor(ext):
     x = torch.randn(4, 5)
     y = ext.echo(x)
@@ -23,7 +22,6 @@ def test_echo_returns_the_same_tensor(ext):
     assert y.data_ptr() == x.data_ptr(), "echo copied the data; return the handle itself"
 
 
-@pytest.mark.exercise("echo")
 def test_echo_keeps_dtype_and_view(ext):
     x = torch.randn(6, 4, dtype=torch.float64).t()
     y = ext.echo(x)
@@ -38,6 +36,8 @@ def test_echo_keeps_dtype_and_view(ext):
         (lambda: torch.zeros(7, dtype=torch.float64), "Tensor(Double, shape=(7), device=cpu)"),
         (lambda: torch.tensor(3, dtype=torch.int64), "Tensor(Long, shape=(), device=cpu)"),
         (lambda: torch.zeros(1, 0, 4, dtype=torch.float16), "Tensor(Half, shape=(1, 0, 4), device=cpu)"),
+        (lambda: torch.zeros(2, 1, 3, 5, dtype=torch.bool)[:, :, ::2], "Tensor(Bool, shape=(2, 1, 2, 5), device=cpu)"),
+        (lambda: torch.zeros(12, dtype=torch.bfloat16).view(3, 4).t(), "Tensor(BFloat16, shape=(4, 3), device=cpu)"),
     ],
 )
 def test_describe(ext, make, expected):
@@ -61,6 +61,20 @@ def test_scale_inplace(ext):
     y = ext.scale(x, factor=-0.5, inplace=True)
     torch.testing.assert_close(x, expected)
     assert y.data_ptr() == x.data_ptr(), "with inplace=True return the input itself"
+
+
+@pytest.mark.exercise("scale")
+@pytest.mark.parametrize("inplace", [False, True])
+def test_scale_keeps_precision_and_layout(ext, inplace):
+    """A float64 tensor scaled by a double stays float64 to the last bit; a view keeps its strides."""
+    x = torch.randn(6, 4, dtype=torch.float64).t()
+    factor = 1.0 + 2.0**-40  # lost if the factor goes through float
+    expected = x * factor
+    y = ext.scale(x, factor, inplace=inplace)
+    assert y.dtype == torch.float64 and y.shape == x.shape, f"got {y.dtype} {tuple(y.shape)}"
+    assert torch.equal(y, expected), "scale lost precision: compute in the tensor's dtype with the double factor"
+    if inplace:
+        assert y.stride() == x.stride() and y.data_ptr() == x.data_ptr()
 
 
 def test_scale_argument_types(ext):

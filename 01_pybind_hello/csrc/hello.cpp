@@ -15,9 +15,7 @@
 // reference and returning it copies the handle, never the data: Python gets back
 // the very tensor it passed in.
 at::Tensor echo(const at::Tensor& x) {
-  // BEGIN SOLUTION echo
   return x;
-  // END SOLUTION
 }
 
 // A non-tensor result: a std::string becomes a Python str.

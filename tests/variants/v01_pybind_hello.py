@@ -1,4 +1,7 @@
-"""Plausible wrong solutions for chapter 01; each must fail at least one test."""
+"""Plausible wrong solutions for chapter 01; each must fail a test of its own exercise.
+
+echo-copies changes the worked example (not an exercise): the chapter's tests as a whole must catch it.
+"""
 
 from coursekit.exercises import Variant
 
@@ -11,4 +14,10 @@ VARIANTS = [
             "csrc/hello.cpp", "    return x.mul_(factor);", "    return x.mul(factor);"),
     Variant("scale-always-inplace", "modifies the input even when inplace=false",
             "csrc/hello.cpp", "  return x.mul(factor);\n  // END", "  return x.mul_(factor);\n  // END"),
+    Variant("describe-sizes-list", "prints x.sizes() ([2, 3]) instead of the (2, 3) format",
+            "csrc/hello.cpp", '''  for (int64_t d = 0; d < x.dim(); ++d) {
+    out << (d ? ", " : "") << x.size(d);
+  }''', "  out << x.sizes();"),
+    Variant("scale-factor-as-float", "passes the factor through float",
+            "csrc/hello.cpp", "  return x.mul(factor);\n  // END", "  return x.mul(static_cast<float>(factor));\n  // END"),
 ]

@@ -1,0 +1,352 @@
+"""Grading: one verdict per exercise, from that exercise alone.
+
+To grade exercise X of a learner's workspace, the grader builds a *composite*: the
+chapter's own solution with only X's regions replaced by the learner's code (see
+`exercises.splice`), then runs only the tests that grade X (`--exercise X`, every graded
+test belongs to exactly one exercise). A wrong X therefore makes X, and only X, NOT YET,
+and an unsolved Y cannot hide X's verdict.
+
+Cost: a composite whose C++ equals the chapter's reuses the chapter's build
+(`build.build` notices); the others are built in their own folder under
+.build/grade/, incrementally, so re-grading after an edit recompiles only the files
+that changed. Verdicts are cached by the content of everything they depend on.
+
+On a machine with a CUDA toolkit but no GPU, an exercise whose code nvcc compiles is
+also compiled for CUDA, so a syntax error in a .cu file is reported against its
+exercise ("compiled; not run: no GPU").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import ROOT, chapters, exercises
+
+GRADE_ROOT = ROOT / ".build" / "grade"
+NVCC_SUFFIXES = {".cu", ".cuh", ".h"}  # headers are included by the .cu files too
+
+
+@dataclass
+class Verdict:
+    exercise: str
+    status: str  # "PASS", "NOT YET", "compiled", "not checked"
+    summary: str = ""  # one line: counts, or why not checked
+    first: str = ""  # the first failing test
+    message: list[str] = field(default_factory=list)  # its message, a few lines
+    passed: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    log: str = ""  # the full output, for -v
+
+    def to_json(self) -> dict:
+        return self.__dict__
+
+    @classmethod
+    def from_json(cls, doc: dict) -> "Verdict":
+        return cls(**doc)
+
+
+# ----------------------------------------------------------------------------
+# Regions: the chapter's, the stubs', the learner's.
+
+
+def _by_exercise(src: Path, parse) -> dict[str, dict[str, list[list[str]]]]:
+    """{exercise: {relative file: [body, ...]}} for every fenced region under `src`."""
+    found: dict[str, dict[str, list[list[str]]]] = {}
+    for f in exercises.source_files(src):
+        rel = str(f.relative_to(src))
+        for region in parse(f.read_text(), Path(rel)):
+            found.setdefault(region.name, {}).setdefault(rel, []).append(region.body)
+    return found
+
+
+def solution_bodies(chapter: chapters.Chapter) -> dict[str, dict[str, list[list[str]]]]:
+    return _by_exercise(chapter.path, exercises.solution_regions)
+
+
+def stub_bodies(chapter: chapters.Chapter) -> dict[str, dict[str, list[list[str]]]]:
+    out: dict[str, dict[str, list[list[str]]]] = {}
+    readme = f"{chapter.dirname}/README.md"
+    for f in exercises.source_files(chapter.path):
+        rel = str(f.relative_to(chapter.path))
+        text, _ = exercises.strip_solutions(f.read_text(), Path(rel), readme)
+        for region in exercises.workspace_regions(text, Path(rel)):
+            out.setdefault(region.name, {}).setdefault(rel, []).append(region.body)
+    return out
+
+
+def learner_bodies(chapter: chapters.Chapter, workspace: Path) -> dict[str, dict[str, list[list[str]]]]:
+    """The learner's regions, checked against the chapter's: same exercises, same files, same counts."""
+    mine = _by_exercise(workspace, exercises.workspace_regions)
+    theirs = solution_bodies(chapter)
+    for name, files in theirs.items():
+        for rel, bodies in files.items():
+            have = len(mine.get(name, {}).get(rel, []))
+            if have != len(bodies):
+                raise exercises.ExerciseError(
+                    f"{workspace.name}/{rel}: expected {len(bodies)} region(s) fenced 'BEGIN EXERCISE {name}' ... "
+                    f"'END EXERCISE {name}', found {have}.\n"
+                    f"  Put the fence lines back (write your code between them), or start the file over:\n"
+                    f"  ./course exercise {chapter.number} --force  (copy your code somewhere first)")
+    extra = set(mine) - set(theirs)
+    if extra:
+        raise exercises.ExerciseError(f"{workspace}: unknown exercises {sorted(extra)}; is this workspace from "
+                                      f"another version of the chapter? ./course exercise {chapter.number} --force")
+    return mine
+
+
+def exercise_names(chapter: chapters.Chapter) -> list[str]:
+    """The chapter's exercises in the order they appear (files sorted)."""
+    names: list[str] = []
+    for name in solution_bodies(chapter):
+        if name not in names:
+            names.append(name)
+    return names
+
+
+# ----------------------------------------------------------------------------
+# Composites.
+
+
+def composite(chapter: chapters.Chapter, name: str, bodies: dict[str, list[list[str]]], dest: Path) -> dict:
+    """Write the chapter with exercise `name`'s regions replaced by `bodies` into `dest`.
+
+    Returns {relative file: [(first line, number of lines, index)]}, where the learner's code landed.
+    """
+    spans: dict[str, list] = {}
+
+    def transform(rel: Path, text: str) -> str:
+        key = str(rel)
+        if key not in bodies:
+            return text
+        new, where = exercises.splice(text, rel, name, bodies[key])
+        spans[key] = where
+        return new
+
+    exercises.copy_chapter(chapter.path, dest, transform)
+    return spans
+
+
+def _digest(paths: list[Path], extra: str) -> str:
+    h = hashlib.sha256(extra.encode())
+    for p in paths:
+        h.update(str(p.name).encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def _verdict_key(chapter: chapters.Chapter, source: Path, name: str, mode: str) -> str:
+    import torch
+
+    files = exercises.source_files(source)
+    deps = [chapter.test_file, ROOT / "tests" / "conftest.py", ROOT / "coursekit" / "testing.py",
+            ROOT / "coursekit" / "build.py"]
+    return _digest(files + deps, f"{chapter.dirname}|{name}|{mode}|{torch.__version__}|"
+                                 + "|".join(str(f.relative_to(source)) for f in files))
+
+
+# ----------------------------------------------------------------------------
+# Running.
+
+
+def _python_env(cuda_build: bool) -> dict:
+    env = dict(os.environ)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    if not cuda_build:
+        env.pop("FORCE_CUDA", None)
+        env["COURSE_BUILD"] = "cpu"
+    return env
+
+
+def _map_lines(text: str, src: Path, workspace: Path | None, name: str, spans: dict) -> str:
+    """Rewrite `composite/file:LINE` in compiler output to the learner's `workspace/file:LINE`."""
+    if workspace is None or not spans:
+        return text
+    shown = workspace.relative_to(ROOT) if workspace.is_relative_to(ROOT) else workspace
+
+    def fix(m):
+        rel, line = m.group(1), int(m.group(2))
+        for start, count, k in spans.get(rel, []):
+            if start <= line < start + count:
+                mine = [r for r in exercises.workspace_regions((workspace / rel).read_text(), Path(rel)) if r.name == name]
+                return f"{shown}/{rel}:{mine[k].line + line - start}"
+        return f"{shown}/{rel}:{line} (in the chapter's code, outside exercise {name})"
+
+    return re.sub(re.escape(str(src)) + r"/([\w./-]+):(\d+)", fix, text)
+
+
+def build_in_subprocess(source: Path, cuda: bool, quiet: bool = False) -> tuple[bool, str]:
+    """Build `source` in a fresh Python (a module of the same name may be loaded here). Returns (ok, message)."""
+    env = _python_env(cuda)
+    if cuda:
+        env["FORCE_CUDA"] = "1"
+        env.pop("COURSE_BUILD", None)
+    code = ("import sys; from coursekit import build, toolkit\n"
+            "try:\n    build.build(sys.argv[1], progress=True)\n"
+            "except (build.BuildError, toolkit.SetupError) as e:\n    print(e); sys.exit(3)\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(source)], cwd=ROOT, env=env, text=True,
+                          stdout=subprocess.PIPE, stderr=None if not quiet else subprocess.DEVNULL)
+    return proc.returncode == 0, proc.stdout
+
+
+def run_tests(chapter: chapters.Chapter, source: Path, name: str | None, report: Path, *,
+              cuda_build: bool, stop_first: bool = False) -> tuple[dict | None, str]:
+    """Run the chapter's tests (those of exercise `name`, or all) against `source`."""
+    report.parent.mkdir(parents=True, exist_ok=True)
+    report.unlink(missing_ok=True)
+    cmd = [sys.executable, "-m", "pytest", str(chapter.test_file), "--source", str(source),
+           "--course-report", str(report), "-q", "-p", "no:cacheprovider", "-m", "not graders and not aot",
+           "--tb=short", "-rN"]
+    if name:
+        cmd += ["--exercise", name]
+    if stop_first:
+        cmd.append("-x")
+    proc = subprocess.run(cmd, cwd=ROOT, env=_python_env(cuda_build), capture_output=True, text=True)
+    log = proc.stdout + proc.stderr
+    if not report.is_file():
+        return None, log
+    return json.loads(report.read_text()), log
+
+
+def _message_lines(message: str, limit: int = 6) -> list[str]:
+    lines = [ln.rstrip() for ln in message.splitlines() if ln.strip()]
+    # pytest's assertion rewriting appends "assert ..." introspection after our own message; keep ours.
+    keep = []
+    for ln in lines:
+        if keep and ln.lstrip().startswith(("assert ", "+  where", "where ", "+")):
+            break
+        keep.append(ln if len(ln) <= 200 else ln[:197] + "...")
+    return keep[:limit]
+
+
+def _verdict_from(name: str, doc: dict | None, log: str, gpu: bool) -> Verdict:
+    if doc is None:
+        build_error = log.strip().splitlines()
+        return Verdict(name, "NOT YET", "the build failed", message=build_error[-12:], log=log)
+    rows = doc["exercises"].get(name, [])
+    passed = [r[0] for r in rows if r[1] == "passed"]
+    failed = [r for r in rows if r[1] in ("failed", "error")]
+    skipped = [r for r in rows if r[1] == "skipped"]
+    if failed:
+        nodeid, _, message = failed[0][:3]
+        full = doc.get("messages", {}).get(nodeid, message)
+        return Verdict(name, "NOT YET", f"{len(failed)} of {len(failed) + len(passed)} tests fail",
+                       first=nodeid.split("::", 1)[-1], message=_message_lines(full),
+                       passed=passed, failed=[r[0] for r in failed], log=log)
+    if passed:
+        extra = f", {len(skipped)} skipped (need a GPU)" if skipped and not gpu else ""
+        return Verdict(name, "PASS", f"{len(passed)} tests{extra}", passed=passed, log=log)
+    why = skipped[0][2] if skipped else "no test grades it here"
+    return Verdict(name, "not checked", why, log=log)
+
+
+def grade(chapter: chapters.Chapter, workspace: Path | None, *, only: list[str] | None = None,
+          run_stubs: bool = False, compile_cuda: bool | None = None, progress=None) -> list[Verdict]:
+    """Grade each exercise of `workspace` (None: the chapter's own solution) alone."""
+    import torch
+
+    from . import toolkit
+
+    say = progress or (lambda msg: None)
+    gpu = torch.cuda.is_available()
+    plan = toolkit.plan_build()
+    cuda_build = plan.cuda and gpu  # tests run on what the machine can run
+    if compile_cuda is None:  # a toolkit but no GPU: still compile the CUDA code
+        compile_cuda = not gpu and torch.version.cuda is not None and toolkit.find_toolkit() is not None
+    names = exercise_names(chapter)
+    if only:
+        unknown = [n for n in only if n not in names]
+        if unknown:
+            raise exercises.ExerciseError(f"chapter {chapter.number} has no exercise {', '.join(unknown)}; "
+                                          f"its exercises: {', '.join(names)}")
+        names = [n for n in names if n in only]
+    solution = solution_bodies(chapter)
+    stubs = stub_bodies(chapter)
+    mine = solution if workspace is None else learner_bodies(chapter, workspace)
+    tag = hashlib.sha1(str((workspace or chapter.path).resolve()).encode()).hexdigest()[:8]
+    cache_path = GRADE_ROOT / "verdicts.json"
+    try:
+        cache = json.loads(cache_path.read_text())
+    except (OSError, ValueError):
+        cache = {}
+    verdicts = []
+    for name in names:
+        bodies = mine[name]
+        if bodies == stubs[name] and not run_stubs:
+            verdicts.append(Verdict(name, "NOT YET", "not started: the region still holds the TODO stub",
+                                    message=[f"write your code between BEGIN EXERCISE {name} and END EXERCISE "
+                                             f"(see {chapter.dirname}/README.md, exercise {name})"]))
+            continue
+        if bodies == solution[name]:
+            source, spans = chapter.path, {}
+        else:
+            source = GRADE_ROOT / tag / name / chapter.dirname
+            spans = composite(chapter, name, bodies, source)
+        mode = "cuda" if cuda_build else "cpu"
+        key = _verdict_key(chapter, source, name, mode)
+        if key in cache:
+            verdict = Verdict.from_json(cache[key])
+        else:
+            say(f"grading {name}")
+            ok, build_log = build_in_subprocess(source, cuda_build)
+            if not ok:
+                verdict = Verdict(name, "NOT YET", "does not compile",
+                                  message=_compile_message(_map_lines(build_log, source, workspace, name, spans)),
+                                  log=build_log)
+            else:
+                doc, log = run_tests(chapter, source, name, GRADE_ROOT / tag / f"{name}.json", cuda_build=cuda_build)
+                verdict = _verdict_from(name, doc, log, gpu)
+            cache[key] = verdict.to_json()
+        nvcc_files = [rel for rel in bodies if Path(rel).suffix in NVCC_SUFFIXES]
+        if compile_cuda and nvcc_files and source != chapter.path and verdict.status != "NOT YET":
+            ckey = _verdict_key(chapter, source, name, "nvcc")
+            if ckey not in cache:
+                say(f"compiling {name} with nvcc (no GPU to run it)")
+                ok, build_log = build_in_subprocess(source, cuda=True)
+                cache[ckey] = {"ok": ok, "log": build_log}
+            if not cache[ckey]["ok"]:
+                log = cache[ckey]["log"]
+                verdict = Verdict(name, "NOT YET", "the CUDA code does not compile",
+                                  message=_compile_message(_map_lines(log, source, workspace, name, spans)), log=log)
+            elif verdict.status == "not checked":
+                verdict = Verdict(name, "compiled", "compiled for CUDA; not run: no GPU", log=verdict.log)
+            else:
+                verdict.summary += "; CUDA code compiled, not run: no GPU"
+        verdicts.append(verdict)
+    GRADE_ROOT.mkdir(parents=True, exist_ok=True)
+    cache_path.write_text(json.dumps(cache))
+    return verdicts
+
+
+def _compile_message(text: str) -> list[str]:
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    errors = [i for i, ln in enumerate(lines) if re.search(r"\berror\b", ln) and "Error building" not in ln]
+    start = errors[0] if errors else max(len(lines) - 6, 0)
+    return [ln if len(ln) <= 200 else ln[:197] + "..." for ln in lines[start:start + 6]]
+
+
+def format_table(chapter: chapters.Chapter, verdicts: list[Verdict], verbose: bool = False) -> str:
+    """The grade report: one line per exercise, then the first message of each that is not done."""
+    width = max([len(v.exercise) for v in verdicts] + [8])
+    out = [f"{'exercise':{width}s}  {'verdict':11s}  details"]
+    for v in verdicts:
+        out.append(f"{v.exercise:{width}s}  {v.status:11s}  {v.summary}")
+    todo = [v for v in verdicts if v.status == "NOT YET" and (v.message or v.first)]
+    for v in todo:
+        out.append("")
+        out.append(f"{v.exercise}: " + (f"first failing test: {v.first}" if v.first else v.summary))
+        out += ["  " + ln for ln in (v.message if verbose else v.message[:4])]
+    if verbose:
+        for v in verdicts:
+            if v.log:
+                out += ["", f"---- {v.exercise}: full output", v.log.rstrip()]
+    done = sum(v.status == "PASS" for v in verdicts)
+    out.append("")
+    out.append(f"{done} of {len(verdicts)} exercises pass." + ("" if verbose else "  More detail: add -v."))
+    return "\n".join(out)

@@ -1,0 +1,116 @@
+"""The graders are graded: stubs fail, every wrong variant fails exactly its own exercise.
+
+    python -m coursekit.selfcheck 02                 # the stubs and every variant of chapter 02
+    python -m coursekit.selfcheck 02 stubs           # only the stubs
+    python -m coursekit.selfcheck 02 NAME [NAME...]  # only these variants
+
+A variant (tests/variants/vNN_*.py) is one textual change to the chapter's solution.
+It is turned into a learner's workspace (every exercise solved, the change applied)
+and graded exactly as `./course grade` grades a learner: the exercises whose code the
+change touches must be NOT YET, every other exercise PASS. A change outside every
+exercise region must make some test of the chapter fail.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import torch
+
+from . import ROOT, chapters, exercises, grading
+
+SELFCHECK = ROOT / ".build" / "selfcheck"
+GPU = torch.cuda.is_available()
+
+
+def variants(chapter: chapters.Chapter) -> list[exercises.Variant]:
+    path = ROOT / "tests" / "variants" / f"v{chapter.dirname}.py"
+    if not path.is_file():
+        return []
+    spec = importlib.util.spec_from_file_location(f"variants_{chapter.number}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.VARIANTS
+
+
+def solved_workspace(chapter: chapters.Chapter, variant: exercises.Variant | None = None) -> Path:
+    """A workspace with every exercise solved as the chapter solves it, and `variant` applied."""
+    dest = SELFCHECK / chapter.number / "ws" / chapter.dirname
+    staged = SELFCHECK / chapter.number / "staged" / chapter.dirname
+    if variant is not None:
+        exercises.apply_variant(chapter, staged, variant)
+    else:
+        exercises.copy_chapter(chapter.path, staged)
+    exercises.copy_chapter(staged, dest, lambda rel, text: exercises.as_workspace(text, rel))
+    return dest
+
+
+def touched(chapter: chapters.Chapter, workspace: Path) -> list[str]:
+    """The exercises whose code in `workspace` differs from the chapter's solution."""
+    mine = grading.learner_bodies(chapter, workspace)
+    theirs = grading.solution_bodies(chapter)
+    return [name for name in theirs if mine[name] != theirs[name]]
+
+
+def check_stubs(chapter: chapters.Chapter) -> list[str]:
+    """Problems with the stubs: an exercise whose stub passes a graded test, or that no test grades."""
+    dest = SELFCHECK / chapter.number / "ws" / chapter.dirname  # shared with the variants: incremental builds
+    exercises.make_workspace(chapter, dest, force=True)
+    problems = []
+    for v in grading.grade(chapter, dest, run_stubs=True, compile_cuda=False):
+        if v.passed:
+            problems.append(f"{v.exercise}: graded tests pass on the untouched stub: {v.passed[:5]}")
+        if v.status == "PASS" or (v.status == "not checked" and GPU):
+            problems.append(f"{v.exercise}: {v.status} on the stub ({v.summary})")
+        if v.status == "NOT YET" and v.summary.startswith("does not compile"):
+            problems.append(f"{v.exercise}: the stub does not compile:\n    " + "\n    ".join(v.message))
+    return problems
+
+
+def check_variant(chapter: chapters.Chapter, variant: exercises.Variant) -> list[str]:
+    """Problems with one variant: it passes, or its verdict lands on another exercise."""
+    ws = solved_workspace(chapter, variant)
+    names = touched(chapter, ws)
+    if not names:  # outside every exercise: the chapter's tests as a whole must notice
+        staged = SELFCHECK / chapter.number / "staged" / chapter.dirname
+        doc, log = grading.run_tests(chapter, staged, None, SELFCHECK / chapter.number / f"{variant.name}.json",
+                                     cuda_build=GPU, stop_first=True)
+        if doc is None:
+            return []  # it does not build: caught
+        failed = [n for n, o in doc["outcomes"].items() if o in ("failed", "error")]
+        return [] if failed else [f"{variant.name} ({variant.why}): outside every exercise, and every test passes"]
+    verdicts = grading.grade(chapter, ws, compile_cuda=False)
+    not_yet = sorted(v.exercise for v in verdicts if v.status == "NOT YET")
+    problems = []
+    if not_yet != sorted(names):
+        detail = "; ".join(f"{v.exercise}: {v.status} ({v.summary})" for v in verdicts)
+        problems.append(f"{variant.name} ({variant.why}) touches {names} but NOT YET is {not_yet}: {detail}")
+    return problems
+
+
+def main(argv: list[str]) -> int:
+    chapter = chapters.find(argv[0])
+    wanted = argv[1:]
+    problems = []
+    if not wanted or "stubs" in wanted:
+        found = check_stubs(chapter)
+        print(f"stubs: {'ok' if not found else 'PROBLEMS'}")
+        problems += found
+    for v in variants(chapter):
+        if wanted and v.name not in wanted:
+            continue
+        if v.cuda_only and not GPU:
+            print(f"{v.name}: skipped (changes CUDA code only; needs a GPU)")
+            continue
+        found = check_variant(chapter, v)
+        print(f"{v.name}: {'ok' if not found else 'PROBLEM'}", flush=True)
+        problems += found
+    for p in problems:
+        print("  " + p)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
