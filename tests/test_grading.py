@@ -1,0 +1,179 @@
+"""The grading machinery itself: fences, one verdict per exercise, short reports, the CLI.
+
+The cheap checks run with the suite; the ones that build composites are marked
+`graders` and run with `./course selfcheck`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from coursekit import ROOT, chapters, exercises, grading, hints, selfcheck, toolkit
+
+CHAPTERS = [pytest.param(c, id=c.number) for c in chapters.existing()]
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_workspace_fences_round_trip(chapter, tmp_path):
+    """A fresh workspace has one fenced region per solution region, holding the stub."""
+    ws = tmp_path / chapter.dirname
+    exercises.make_workspace(chapter, ws)
+    mine = grading.learner_bodies(chapter, ws)
+    assert mine == grading.stub_bodies(chapter)
+    assert set(mine) == set(grading.solution_bodies(chapter))
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_solved_workspace_is_the_solution(chapter):
+    ws = selfcheck.solved_workspace(chapter)
+    assert grading.learner_bodies(chapter, ws) == grading.solution_bodies(chapter)
+    assert selfcheck.touched(chapter, ws) == []
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_every_exercise_is_graded(chapter):
+    """Each exercise has at least one test marked with its name (and, by conftest, no test has two)."""
+    text = chapter.test_file.read_text()
+    marked = set(re.findall(r"""pytest\.mark\.exercise\(["']([\w.-]+)["']\)""", text))
+    names = set(grading.exercise_names(chapter))
+    assert names <= marked, f"exercises no test grades: {sorted(names - marked)}"
+    assert marked <= names, f"tests grade exercises the chapter does not have: {sorted(marked - names)}"
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_lesson_does_not_print_the_solution(chapter):
+    """No line of a solution (code, 25 characters or more) appears in the chapter's README."""
+    readme = (chapter.path / "README.md").read_text()
+    readme_lines = {ln.strip() for ln in readme.splitlines()}
+    leaked = []
+    for name, files in grading.solution_bodies(chapter).items():
+        for bodies in files.values():
+            for body in bodies:
+                for line in body:
+                    code = line.strip()
+                    if len(code) >= 25 and not code.startswith(("//", "#")) and code in readme_lines:
+                        leaked.append(f"{name}: {code}")
+    assert not leaked, "the README prints graded code:\n  " + "\n  ".join(leaked)
+
+
+@pytest.mark.parametrize("chapter", [c for c in chapters.existing() if c.number != "01"], ids=lambda c: c.number)
+def test_every_exercise_has_hints(chapter):
+    missing = [n for n in grading.exercise_names(chapter) if not hints.hints(chapter, n)]
+    assert not missing, f"exercises without a hint in {chapter.dirname}/README.md: {missing}"
+
+
+def test_broken_fence_names_the_fix(tmp_path):
+    chapter = chapters.find("01")
+    ws = tmp_path / chapter.dirname
+    exercises.make_workspace(chapter, ws)
+    hello = ws / "csrc" / "hello.cpp"
+    hello.write_text(re.sub(r".*END EXERCISE scale\n", "", hello.read_text()))
+    with pytest.raises(exercises.ExerciseError, match=r"BEGIN EXERCISE scale has no END EXERCISE"):
+        grading.learner_bodies(chapter, ws)
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_fresh_stubs_report_is_short(chapter, tmp_path):
+    """On fresh stubs every exercise is NOT YET at once (nothing to build), in a short report."""
+    ws = tmp_path / chapter.dirname
+    exercises.make_workspace(chapter, ws)
+    verdicts = grading.grade(chapter, ws, compile_cuda=False)
+    assert [v.exercise for v in verdicts] == grading.exercise_names(chapter)
+    assert all(v.status == "NOT YET" for v in verdicts)
+    report = grading.format_table(chapter, verdicts)
+    assert len(report.splitlines()) <= 40, report
+
+
+def test_course_test_passes_options_to_pytest(monkeypatch):
+    import coursekit.__main__ as cli
+
+    seen = []
+    monkeypatch.setenv("COURSE_LIBSTDCXX_CHECKED", "1")
+    monkeypatch.setattr(cli, "_pytest", lambda argv: seen.append(argv) or 0)
+    assert cli.main(["test", "-k", "corner", "-x", "--lf", "tests/test_02_forward_kernel.py"]) == 0
+    assert seen[-1][-4:] == ["-k", "corner", "-x", "--lf", "tests/test_02_forward_kernel.py"][-4:]
+    assert "-k" in seen[-1] and "--lf" in seen[-1]
+    cli.main(["test", "-m", "graders"])  # an explicit -m comes last and wins
+    assert seen[-1][-2:] == ["-m", "graders"]
+
+
+def test_hint_command(capsys, monkeypatch):
+    import coursekit.__main__ as cli
+
+    chapter = next((c for c in chapters.existing() if c.number != "01" and grading.exercise_names(c)
+                    and hints.hints(c, grading.exercise_names(c)[0])), None)
+    if chapter is None:
+        pytest.skip("no chapter with hints")
+    name = grading.exercise_names(chapter)[0]
+    assert cli.main(["hint", chapter.number, name]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"Hint 1 of {len(hints.hints(chapter, name))} for {name}")
+    assert cli.main(["hint", chapter.number, "no-such-exercise"]) == 1
+
+
+# ---------------------------------------------------------------------------- slow: builds composites
+
+
+def _course(*args, env=None):
+    env = dict(os.environ if env is None else env, COURSE_PYTHON=sys.executable)
+    return subprocess.run([str(ROOT / "course"), *args], cwd=ROOT, env=env, capture_output=True, text=True)
+
+
+@pytest.mark.graders
+def test_one_wrong_exercise_is_the_only_not_yet(tmp_path):
+    """`./course grade 01` with describe solved and scale wrong: exactly scale is NOT YET, in a short report."""
+    chapter = chapters.find("01")
+    ws = chapter.workspace
+    saved = tmp_path / "saved"
+    if ws.exists():
+        shutil.copytree(ws, saved)
+    try:
+        variant = next(v for v in selfcheck.variants(chapter) if v.name == "scale-ignores-inplace")
+        solved = selfcheck.solved_workspace(chapter, variant)
+        shutil.rmtree(ws, ignore_errors=True)
+        shutil.copytree(solved, ws)
+        proc = _course("grade", "01")
+        out = proc.stdout
+        assert proc.returncode == 1, out + proc.stderr
+        table = {m.group(1): m.group(2) for m in re.finditer(r"^(\w[\w.-]*)\s+(PASS|NOT YET)\s", out, re.M)}
+        assert table == {"describe": "PASS", "scale": "NOT YET"}, out
+        assert len(out.splitlines()) <= 40, out
+    finally:
+        shutil.rmtree(ws, ignore_errors=True)
+        if saved.exists():
+            shutil.copytree(saved, ws)
+
+
+def _cuda_compile_possible() -> bool:
+    try:
+        return torch.version.cuda is not None and toolkit.find_toolkit() is not None
+    except toolkit.SetupError:
+        return False
+
+
+@pytest.mark.graders
+@pytest.mark.skipif(torch.cuda.is_available() or not _cuda_compile_possible(),
+                    reason="for a machine with a CUDA toolkit and no GPU")
+def test_cuda_syntax_error_without_gpu_is_reported(tmp_path):
+    """No GPU, but a toolkit: a syntax error in a .cu exercise is NOT YET, with the compiler's line."""
+    chapter = chapters.find("02")
+    files = grading.solution_bodies(chapter)
+    name = next(n for n, by_file in files.items() if any(rel.endswith(".cu") for rel in by_file))
+    ws = tmp_path / chapter.dirname
+    shutil.copytree(selfcheck.solved_workspace(chapter), ws)
+    rel = next(rel for rel in files[name] if rel.endswith(".cu"))
+    text = (ws / rel).read_text()
+    begin = text.index(f"BEGIN EXERCISE {name}")
+    line_end = text.index("\n", begin) + 1
+    (ws / rel).write_text(text[:line_end] + "  this is not C++\n" + text[line_end:])
+    (verdict,) = grading.grade(chapter, ws, only=[name], compile_cuda=True)
+    assert verdict.status == "NOT YET" and "compile" in verdict.summary, verdict
+    assert any(rel in ln and "error" in ln for ln in verdict.message), verdict.message
