@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from . import ROOT, chapters
 
@@ -65,7 +66,7 @@ def cmd_test(args) -> int:
 
 
 def cmd_selfcheck(args) -> int:
-    return _pytest(["tests/test_graders.py", "-m", "graders", *args.pytest_args])
+    return _pytest(["-m", "graders", *args.pytest_args])
 
 
 def cmd_exercise(args) -> int:
@@ -89,10 +90,10 @@ def cmd_grade(args) -> int:
     from .grading import format_table, grade
 
     chapter = chapters.find(args.chapter)
-    workspace = None if args.solution else chapter.workspace
+    workspace = None if args.solution else (Path(args.workspace).resolve() if args.workspace else chapter.workspace)
     if workspace is not None and not workspace.is_dir():
         return _fail(f"no workspace at {workspace.relative_to(ROOT)}.\n  first run: ./course exercise {chapter.number}")
-    shown = chapter.dirname if workspace is None else workspace.relative_to(ROOT)
+    shown = chapter.dirname if workspace is None else (workspace.relative_to(ROOT) if workspace.is_relative_to(ROOT) else workspace)
     print(f"Grading {shown}: each exercise alone, with the chapter's solution for the others")
     t0 = time.time()
     try:
@@ -164,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--solution", action="store_true", help="grade the chapter's own solution instead")
     p.add_argument("-v", "--verbose", action="store_true", help="all messages and the full test output")
     p.add_argument("--cpu-only", action="store_true", help="without a GPU, skip compiling the CUDA code")
+    p.add_argument("--workspace", help="grade this folder instead of workspace/NN_chapter (its name must be the chapter's)")
     p.set_defaults(fn=cmd_grade)
     p = sub.add_parser("hint", help="the next hint for an exercise: ./course hint 02 corner-weight [N]")
     p.add_argument("chapter")
