@@ -319,9 +319,21 @@ def grade(chapter: chapters.Chapter, workspace: Path | None, *, only: list[str] 
             else:
                 verdict.summary += "; CUDA code compiled, not run: no GPU"
         verdicts.append(verdict)
-    GRADE_ROOT.mkdir(parents=True, exist_ok=True)
-    cache_path.write_text(json.dumps(cache))
+    _save_cache(cache_path, cache)
     return verdicts
+
+
+def _save_cache(path: Path, cache: dict) -> None:
+    """Merge into the file and replace it atomically: several graders may run at once."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        merged = json.loads(path.read_text())
+    except (OSError, ValueError):
+        merged = {}
+    merged.update(cache)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(merged))
+    os.replace(tmp, path)
 
 
 def _compile_message(text: str) -> list[str]:
