@@ -7,9 +7,10 @@ test belongs to exactly one exercise). A wrong X therefore makes X, and only X, 
 and an unsolved Y cannot hide X's verdict.
 
 Cost: a composite whose C++ equals the chapter's reuses the chapter's build
-(`build.build` notices); the others are built in their own folder under
-.build/grade/, incrementally, so re-grading after an edit recompiles only the files
-that changed. Verdicts are cached by the content of everything they depend on.
+(`build.build` notices); the others are built in one folder per workspace under
+.build/grade/, incrementally: only the files that differ from the last composite built
+there are recompiled. Verdicts are cached by the content of everything they depend on,
+so an exercise whose code did not change is not graded again.
 
 On a machine with a CUDA toolkit but no GPU, an exercise whose code nvcc compiles is
 also compiled for CUDA, so a syntax error in a .cu file is reported against its
@@ -286,7 +287,10 @@ def grade(chapter: chapters.Chapter, workspace: Path | None, *, only: list[str] 
         if bodies == solution[name]:
             source, spans = chapter.path, {}
         else:
-            source = GRADE_ROOT / tag / name / chapter.dirname
+            # One folder for all composites of this workspace: going from one exercise's
+            # composite to another's rewrites only the files that differ, so ninja
+            # recompiles one or two files instead of building a fresh folder per exercise.
+            source = GRADE_ROOT / tag / chapter.dirname
             spans = composite(chapter, name, bodies, source)
         mode = "cuda" if cuda_build else "cpu"
         key = _verdict_key(chapter, source, name, mode)

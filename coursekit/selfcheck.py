@@ -35,10 +35,15 @@ def variants(chapter: chapters.Chapter) -> list[exercises.Variant]:
     return module.VARIANTS
 
 
-def solved_workspace(chapter: chapters.Chapter, variant: exercises.Variant | None = None) -> Path:
-    """A workspace with every exercise solved as the chapter solves it, and `variant` applied."""
-    dest = SELFCHECK / chapter.number / "ws" / chapter.dirname
-    staged = SELFCHECK / chapter.number / "staged" / chapter.dirname
+def solved_workspace(chapter: chapters.Chapter, variant: exercises.Variant | None = None,
+                     where: Path | None = None) -> Path:
+    """A workspace with every exercise solved as the chapter solves it, and `variant` applied.
+
+    It is written to `where`/ws/NN_chapter (default .build/selfcheck/NN/), the changed
+    chapter to `where`/staged/NN_chapter."""
+    where = where or SELFCHECK / chapter.number
+    dest = where / "ws" / chapter.dirname
+    staged = where / "staged" / chapter.dirname
     if variant is not None:
         exercises.apply_variant(chapter, staged, variant)
     else:

@@ -132,8 +132,8 @@ def test_one_wrong_exercise_is_the_only_not_yet(tmp_path):
     """`./course grade 01` with describe solved and scale wrong: exactly scale is NOT YET, in a short report."""
     chapter = chapters.find("01")
     variant = next(v for v in selfcheck.variants(chapter) if v.name == "scale-ignores-inplace")
-    ws = selfcheck.SELFCHECK / "cli" / chapter.dirname  # a fixed folder: later runs rebuild incrementally
-    exercises.copy_chapter(selfcheck.solved_workspace(chapter, variant), ws)
+    # a fixed folder of its own: later runs rebuild incrementally
+    ws = selfcheck.solved_workspace(chapter, variant, where=selfcheck.SELFCHECK / "cli")
     proc = _course("grade", "01", "--workspace", str(ws))
     out = proc.stdout
     assert proc.returncode == 1, out + proc.stderr
@@ -157,8 +157,7 @@ def test_cuda_syntax_error_without_gpu_is_reported(tmp_path):
     chapter = chapters.find("02")
     files = grading.solution_bodies(chapter)
     name = next(n for n, by_file in files.items() if any(rel.endswith(".cu") for rel in by_file))
-    ws = tmp_path / chapter.dirname
-    shutil.copytree(selfcheck.solved_workspace(chapter), ws)
+    ws = selfcheck.solved_workspace(chapter, where=tmp_path)
     rel = next(rel for rel in files[name] if rel.endswith(".cu"))
     text = (ws / rel).read_text()
     begin = text.index(f"BEGIN EXERCISE {name}")
