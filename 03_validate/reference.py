@@ -3,6 +3,10 @@
 Readable first, fast second: it follows the formula of chapter 02 line by line,
 works for any floating dtype and device, and is differentiable by autograd (the
 chapters on gradients check their backward kernels against it).
+
+Precision: like the kernels, it computes in float32 for float16/bfloat16 inputs
+(their at::opmath_type) and in the inputs' own dtype for float32 and float64, and
+rounds to the dtype of the inputs once, at the end.
 """
 
 from __future__ import annotations
@@ -25,9 +29,13 @@ def corner_weights(points: torch.Tensor) -> torch.Tensor:
 
 
 def trilinear(feats: torch.Tensor, points: torch.Tensor) -> torch.Tensor:
-    """feats (N, 8, F), points (N, 3) -> (N, F), in the dtype of the inputs."""
-    weights = corner_weights(points)  # (N, 8)
-    return (weights[:, :, None] * feats).sum(dim=1)
+    """feats (N, 8, F), points (N, 3) -> (N, F), in the dtype of the inputs (computed as the module says)."""
+    # BEGIN SOLUTION reference
+    compute = torch.promote_types(feats.dtype, torch.float32)  # float16/bfloat16 -> float32; float32, float64 stay
+    weights = corner_weights(points.to(compute))  # (N, 8)
+    out = (weights[:, :, None] * feats.to(compute)).sum(dim=1)  # (N, F), no rounding to the half type in between
+    return out.to(feats.dtype)  # the one rounding
+    # END SOLUTION
 
 
 def trilinear64(feats: torch.Tensor, points: torch.Tensor) -> torch.Tensor:

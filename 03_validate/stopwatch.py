@@ -24,9 +24,11 @@ def time_once_wrong(fn: Callable[[], object]) -> float:
 def median_time_ms(fn: Callable[[], object], device: str | torch.device = "cpu", warmup: int = 3, reps: int = 20) -> float:
     """Median time of one call of `fn` in milliseconds, after `warmup` untimed calls.
 
-    On CUDA each call is bracketed by two events recorded on the current stream;
-    the GPU stamps them when it reaches them, so the time is the GPU's. On the CPU
-    it is time.perf_counter() around each call.
+    `fn` is called exactly warmup + reps times: first the warm-up calls, none of
+    them timed, then `reps` calls each timed on its own; the result is the median
+    of those `reps` times. On CUDA each timed call is bracketed by two events
+    recorded on the current stream; the GPU stamps them when it reaches them, so
+    the time is the GPU's. On the CPU it is time.perf_counter() around each call.
     """
     # BEGIN SOLUTION median-timer
     cuda = torch.device(device).type == "cuda"
@@ -36,7 +38,7 @@ def median_time_ms(fn: Callable[[], object], device: str | torch.device = "cpu",
     if cuda:
         pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
         for start, end in pairs:
-            start.record()
+            start.record()  # on the current stream: the one fn() queues its kernels on
             fn()
             end.record()
         torch.cuda.synchronize(device)  # wait until the GPU has stamped every event

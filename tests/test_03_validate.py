@@ -1,8 +1,24 @@
-"""Chapter 03: the reference, the three thread mappings, the timing harness and the benchmark."""
+"""Chapter 03: the reference, the three thread mappings, the timing harness and the benchmark.
+
+Every graded test grades one exercise (its `exercise` marker) and may rely on the rest of
+the chapter being right. Results are compared with the op computed in float64 from the
+same (already rounded) inputs by `by_formula` below, which shares no code with
+`reference.py`: float64 results element by element at 1e-12, float16/bfloat16 results to
+within one unit in the last place (what computing in float and rounding once gives),
+float32 results by relative error. Kernel outputs start as NaN (`poisoned_empty`), so an
+element a kernel never writes fails.
+
+The timer tests call `median_time_ms` with functions that know how often and in which
+order they were called and that take a different, known time on each call (a sleep on
+the CPU, `torch.cuda._sleep` on the GPU): slow warm-up calls, one slow call in three,
+timed calls of distinct lengths whose median is off as soon as one call too many or too
+few is counted.
+"""
 
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 import sys
 import time
@@ -13,10 +29,17 @@ import torch.nn.functional as F_
 
 from coursekit import ROOT, timing
 from coursekit.build import load_python
-from coursekit.testing import TOLERANCE, assert_close, poisoned_empty
+from coursekit.testing import assert_close, assert_rounded, expect_error, poisoned_empty
 
 CHAPTER = "03"
 MAPPINGS = ["forward", "forward_naive", "forward_vectorized"]
+DTYPES = [torch.float64, torch.float32, torch.float16, torch.bfloat16]
+LOW = [torch.float16, torch.bfloat16]
+PACK = {torch.float64: 2, torch.float32: 4, torch.float16: 8, torch.bfloat16: 8}  # scalars per 16 bytes
+
+
+def name_of(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
 
 
 @pytest.fixture(scope="module")
@@ -30,13 +53,28 @@ def stopwatch(ext, chapter_source):
 
 
 def inputs(N, F, device="cpu", dtype=torch.float32, spread=1.0):
-    feats = torch.randn(N, 8, F, device=device, dtype=dtype)
-    points = ((torch.rand(N, 3, device=device, dtype=torch.float64) * 2 - 1) * spread).to(dtype)
+    """Values drawn in float64 and rounded to dtype: features ~ N(0, 1), points in [-spread, spread]^3."""
+    feats = torch.randn(N, 8, F, dtype=torch.float64).to(device, dtype)
+    points = ((torch.rand(N, 3, dtype=torch.float64) * 2 - 1) * spread).to(device, dtype)
     return feats, points
 
 
+def by_formula(feats: torch.Tensor, points: torch.Tensor) -> torch.Tensor:
+    """The op from its formula, in float64, written apart from reference.py: corner k at
+    offsets (k>>2 & 1, k>>1 & 1, k & 1) weighs (u or 1-u)(v or 1-v)(w or 1-w)."""
+    f64, p64 = feats.double(), points.double()
+    u, v, w = ((p64 + 1) * 0.5).unbind(dim=1)
+    out = torch.zeros(f64.shape[0], f64.shape[2], dtype=torch.float64, device=f64.device)
+    for k in range(8):
+        wx = u if (k >> 2) & 1 else 1 - u
+        wy = v if (k >> 1) & 1 else 1 - v
+        wz = w if k & 1 else 1 - w
+        out += (wx * wy * wz)[:, None] * f64[:, k]
+    return out
+
+
 def by_grid_sample(feats: torch.Tensor, points: torch.Tensor) -> torch.Tensor:
-    """An independent formulation: each cube as a 2x2x2 volume, sampled by F.grid_sample.
+    """Another formulation: each cube as a 2x2x2 volume, sampled by F.grid_sample.
 
     grid_sample's grid holds (x, y, z) for the volume's (W, H, D) axes, and with
     align_corners=True the coordinates -1 and 1 are the centres of the end voxels:
@@ -50,20 +88,101 @@ def by_grid_sample(feats: torch.Tensor, points: torch.Tensor) -> torch.Tensor:
     return out.reshape(N, F)
 
 
+def assert_float64(out, ref, tol=1e-12, what="output"):
+    """Every element within tol of the float64 reference, relative to its size (at least 2^-6 of
+    the largest): what float64 arithmetic gives, and 1e4 times finer than anything through float32."""
+    assert out.dtype == torch.float64, f"{what}: dtype {out.dtype}, expected torch.float64"
+    assert out.shape == ref.shape, f"{what}: shape {tuple(out.shape)}, expected {tuple(ref.shape)}"
+    got, ref = out.detach().cpu(), ref.detach().double().cpu()
+    bad = (~torch.isfinite(got)).sum().item()
+    assert bad == 0, f"{what}: {bad} of {got.numel()} elements are NaN/Inf (never written, or a stub?)"
+    if ref.numel() == 0:
+        return
+    scale = ref.abs().clamp(min=max(ref.abs().max().item() * 2.0**-6, 1e-300))
+    rel = (got - ref).abs() / scale
+    worst = int(rel.argmax())
+    if rel.flatten()[worst] > tol:
+        idx = tuple(int(j) for j in torch.unravel_index(torch.tensor(worst), ref.shape))
+        raise AssertionError(
+            f"{what}: {int((rel > tol).sum())} of {ref.numel()} float64 elements are off by more than {tol:g} "
+            f"(relative); worst at {idx}: got {got.flatten()[worst].item()!r}, expected {ref.flatten()[worst].item()!r} "
+            f"(off by {rel.flatten()[worst].item():.2g}: about 1e-8 means a float64 path goes through float32 somewhere)")
+
+
+def check(out, feats, points, what="output"):
+    """`out` against by_formula, as exact as its dtype allows (see the module docstring)."""
+    dtype = feats.dtype
+    N, _, F = feats.shape
+    assert out.shape == (N, F), f"{what}: shape {tuple(out.shape)}, expected {(N, F)}"
+    assert out.dtype == dtype, f"{what}: dtype {out.dtype}, expected {dtype}"
+    assert out.device == feats.device, f"{what}: on {out.device}, expected {feats.device}"
+    expected = by_formula(feats, points)
+    if dtype == torch.float64:
+        assert_float64(out, expected, what=what)
+    elif dtype == torch.float32:
+        assert_close(out, expected, torch.float32, what)
+    else:
+        assert_rounded(out, expected, what=what)
+
+
+def layouts(N, F, device, dtype):
+    """Inputs with the same kind of values as `inputs`, laid out in memory in unusual ways:
+    name -> (feats, points)."""
+    feats, points = inputs(N, F, device, dtype)
+    pack = PACK[dtype]
+
+    def offset(t, by):  # the same values, starting `by` elements into a larger storage
+        base = torch.empty(t.numel() + by, device=device, dtype=dtype)
+        base[by:] = t.flatten()
+        return base[by:].view(t.shape)
+
+    return {
+        "feats-offset-1": (offset(feats, 1), points),  # contiguous, misaligned for 16-byte loads
+        "feats-offset-half-pack": (offset(feats, max(1, pack // 2)), points),  # 8 bytes off
+        "feats-offset-pack": (offset(feats, pack), points),  # 16 bytes in: aligned again
+        "feats-transposed": (feats.transpose(0, 2).contiguous().transpose(0, 2), points),
+        "feats-every-other-f": (torch.stack([feats, feats], dim=3).flatten(2)[:, :, ::2], points),
+        "feats-every-other-corner": (torch.stack([feats, feats], dim=2).flatten(1, 2)[:, ::2], points),
+        "feats-expanded": (feats[:1].expand(N, 8, F), points),  # stride 0 along N
+        "feats-expanded-f": (feats[:, :, :1].expand(N, 8, F), points),  # stride 0 along F
+        "points-offset-1": (feats, offset(points, 1)),
+        "points-transposed": (feats, points.t().contiguous().t()),
+        "points-every-other": (feats, torch.stack([points, points], dim=2).flatten(1)[:, ::2]),
+        "points-expanded": (feats, points[:1].expand(N, 3)),
+    }
+
+
+LAYOUTS = list(layouts(2, 8, "cpu", torch.float32))
+
+# ---------------------------------------------------------------------------------------
+# The reference (exercise `reference`)
+
+
 @pytest.mark.exercise("reference")
 def test_reference_matches_grid_sample(reference):
     feats, points = inputs(300, 17, dtype=torch.float64)
-    torch.testing.assert_close(reference.trilinear(feats, points), by_grid_sample(feats, points))
+    assert_float64(reference.trilinear(feats, points), by_grid_sample(feats, points), what="reference (float64)")
+
+
+@pytest.mark.exercise("reference")
+@pytest.mark.parametrize("spread", [1.0, 3.0], ids=["inside", "outside"])
+def test_reference_float64_element_by_element(reference, spread):
+    """float64 in, float64 arithmetic all the way: 1e-12 per element, inside and outside the cube."""
+    feats, points = inputs(500, 24, dtype=torch.float64, spread=spread)
+    assert_float64(reference.trilinear(feats, points), by_formula(feats, points), what="reference (float64)")
 
 
 @pytest.mark.exercise("reference")
 def test_reference_weights(reference):
     points = torch.rand(50, 3, dtype=torch.float64) * 4 - 2  # inside and outside the cube
     w = reference.corner_weights(points)
-    assert w.shape == (50, 8)
-    torch.testing.assert_close(w.sum(dim=1), torch.ones(50, dtype=torch.float64))  # a partition of unity
-    corners = torch.tensor(reference.CORNER_OFFSETS, dtype=torch.float64) * 2 - 1
-    torch.testing.assert_close(reference.corner_weights(corners), torch.eye(8, dtype=torch.float64))
+    assert w.shape == (50, 8) and w.dtype == torch.float64, f"corner_weights: {tuple(w.shape)} {w.dtype}"
+    eye = torch.eye(8, dtype=torch.float64)
+    expected = torch.stack([by_formula(eye[None].expand(50, 8, 8)[:, :, k:k + 1], points)[:, 0] for k in range(8)], 1)
+    assert_float64(w, expected, what="corner_weights (float64)")
+    assert_float64(w.sum(dim=1), torch.ones(50, dtype=torch.float64), what="sum of the 8 weights")
+    corners = torch.tensor([[(k >> 2) & 1, (k >> 1) & 1, k & 1] for k in range(8)], dtype=torch.float64) * 2 - 1
+    assert_float64(reference.corner_weights(corners), eye, what="weights at the 8 corners (row k should be e_k)")
 
 
 @pytest.mark.exercise("reference")
@@ -74,113 +193,429 @@ def test_reference_extrapolates_linearly(reference):
     points = torch.stack([xs, torch.full_like(xs, 0.3), torch.full_like(xs, -0.6)], dim=1)
     out = reference.trilinear(feats.expand(4, 8, 4), points)
     slope = (out[1] - out[0]) / (xs[1] - xs[0])
-    torch.testing.assert_close(out[3], out[0] + slope * (xs[3] - xs[0]))
+    assert_float64(out[3], out[0] + slope * (xs[3] - xs[0]), what="out at x = 2 (affine in x)")
 
 
 @pytest.mark.exercise("reference")
+@pytest.mark.parametrize("dtype", LOW, ids=name_of)
+def test_reference_rounds_once_in_half_types(reference, device, dtype):
+    """The reference's promise: float16/bfloat16 inputs are computed in float32 and rounded once,
+    so every output is within one ulp of the exact (float64) answer. Arithmetic in the half type
+    rounds at every step and lands several ulps away on many elements."""
+    feats, points = inputs(2000, 32, device, dtype)
+    out = reference.trilinear(feats, points)
+    assert out.dtype == dtype and out.device == feats.device, f"reference: {out.dtype} on {out.device}"
+    assert_rounded(out, by_formula(feats, points), what=f"reference in {name_of(dtype)}")
+
+
+@pytest.mark.exercise("reference")
+@pytest.mark.parametrize("dtype", DTYPES, ids=name_of)
 def test_reference_keeps_dtype_and_device(reference, device, dtype):
     feats, points = inputs(64, 9, device, dtype)
-    out = reference.trilinear(feats, points)
-    assert out.dtype == dtype and out.device == feats.device
-    assert_close(out, reference.trilinear64(feats, points).to(dtype), dtype, "reference in " + str(dtype))
+    check(reference.trilinear(feats, points), feats, points, f"reference in {name_of(dtype)}")
 
+
+@pytest.mark.exercise("reference")
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_reference_any_layout(reference, layout):
+    feats, points = layouts(40, 12, "cpu", torch.float64)[layout]
+    check(reference.trilinear(feats, points), feats, points, f"reference on {layout} inputs")
+
+
+@pytest.mark.exercise("reference")
+def test_reference_is_differentiable(reference):
+    """Chapter 04 checks its gradients against autograd through this reference: first and second order."""
+    feats, points = inputs(4, 3, dtype=torch.float64)
+    feats.requires_grad_(True)
+    points.requires_grad_(True)
+    assert torch.autograd.gradcheck(reference.trilinear, (feats, points))
+    assert torch.autograd.gradgradcheck(reference.trilinear, (feats, points))
+
+
+# ---------------------------------------------------------------------------------------
+# The three mappings: results on every device, dtype, size and layout (the chapter as a whole)
 
 SIZES = [(1, 1), (1, 300), (37, 33), (257, 64), (1000, 259)]
 
 
 @pytest.mark.parametrize("mapping", MAPPINGS)
 @pytest.mark.parametrize("N, F", SIZES)
-def test_mappings_cpu(ext, reference, dtype, mapping, N, F):
+@pytest.mark.parametrize("dtype", DTYPES, ids=name_of)
+def test_mappings_cpu(ext, dtype, mapping, N, F):
     feats, points = inputs(N, F, "cpu", dtype)
     with poisoned_empty():
         out = getattr(ext, mapping)(feats, points)
-    assert_close(out, reference.trilinear64(feats, points).to(dtype), dtype, mapping)
+    check(out, feats, points, mapping)
 
 
 @pytest.mark.cuda
-@pytest.mark.exercise("naive-index")
 @pytest.mark.parametrize("mapping", MAPPINGS)
-@pytest.mark.parametrize("N, F", SIZES + [(3000, 1000), (70, 40), (33, 8)])
-def test_mappings_cuda(ext, reference, device, dtype, mapping, N, F):
+@pytest.mark.parametrize("N, F", SIZES + [(3000, 1000), (70, 40), (33, 8), (5, 2060)])
+@pytest.mark.parametrize("dtype", DTYPES, ids=name_of)
+def test_mappings_cuda(ext, device, dtype, mapping, N, F):
     if device != "cuda":
         pytest.skip("the CUDA kernels' test")
     feats, points = inputs(N, F, "cuda", dtype)
     with poisoned_empty():
         out = getattr(ext, mapping)(feats, points)
-    assert_close(out, reference.trilinear64(feats, points).to(dtype), dtype, mapping)
+    check(out, feats, points, mapping)
 
 
-@pytest.mark.cuda
+@pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("mapping", MAPPINGS)
-def test_mappings_cuda_misaligned(ext, reference, device, mapping):
-    """A slice that starts 4 bytes into its storage: the vectorized kernel must not use 16-byte loads on it."""
-    if device != "cuda":
-        pytest.skip("needs the CUDA build")
-    base = torch.randn(1 + 40 * 8 * 64, device="cuda")
-    feats = base[1:].view(40, 8, 64)
-    points = torch.rand(40, 3, device="cuda") * 2 - 1
-    assert feats.data_ptr() % 16 != 0
-    assert_close(getattr(ext, mapping)(feats, points), reference.trilinear64(feats, points).float(), torch.float32)
-
-
-@pytest.mark.parametrize("mapping", MAPPINGS)
-def test_mappings_empty_and_checked(ext, device, mapping):
-    fn = getattr(ext, mapping)
-    for N, F in [(0, 8), (8, 0)]:
-        feats, points = inputs(N, F, device)
-        assert fn(feats, points).shape == (N, F)
-    feats, points = inputs(4, 5, device)
-    with pytest.raises(RuntimeError, match=r"trilinear: points must have shape \(N, 3\) with N = 4 as feats, got \[4, 2\]"):
-        fn(feats, points[:, :2])
+@pytest.mark.parametrize("dtype", DTYPES, ids=name_of)
+def test_mappings_any_layout(ext, device, dtype, mapping, layout):
+    """Offset (misaligned), transposed, sliced and expanded (stride-0) arguments, one at a time."""
+    feats, points = layouts(45, 40, device, dtype)[layout]
+    with poisoned_empty():
+        out = getattr(ext, mapping)(feats, points)
+    check(out, feats, points, f"{mapping} on {layout} inputs")
 
 
 def test_tolerances_hold_at_a_larger_size(ext, reference):
     """Relative error is a norm over all elements: it does not grow with N * F like a max error would."""
     for dtype in (torch.float32, torch.float16, torch.bfloat16):
         feats, points = inputs(20000, 64, "cpu", dtype)
-        assert_close(ext.forward(feats, points), reference.trilinear64(feats, points).to(dtype), dtype)
+        out = ext.forward(feats, points)
+        assert_close(out, reference.trilinear64(feats, points), dtype)
+        if dtype in LOW:
+            assert_rounded(out, by_formula(feats, points), what=f"forward in {name_of(dtype)}")
 
 
-# ---- timing
+@pytest.mark.parametrize("mapping", MAPPINGS)
+@pytest.mark.parametrize("N, F", [(0, 8), (8, 0), (0, 0)])
+def test_mappings_empty(ext, device, mapping, N, F):
+    feats, points = inputs(N, F, device)
+    out = getattr(ext, mapping)(feats, points)
+    assert out.shape == (N, F) and out.dtype == feats.dtype and out.device == feats.device
+
+
+def bad_inputs(device):
+    """name -> (feats, points, message): every rank and every dimension of each argument, dtypes, devices."""
+    f, p = inputs(4, 5, device)
+    feats_shape = r"feats must have shape \(N, 8, F\), got "
+    points_shape = r"points must have shape \(N, 3\) with N = 4 as feats, got "
+    return {
+        "feats-rank-0": (f[0, 0, 0], p, feats_shape + r"\[\]"),
+        "feats-rank-1": (f[0, 0], p, feats_shape + r"\[5\]"),
+        "feats-rank-2": (f[0], p, feats_shape + r"\[8, 5\]"),
+        "feats-rank-4": (f[..., None], p, feats_shape + r"\[4, 8, 5, 1\]"),
+        "feats-7-corners": (f[:, :7], p, feats_shape + r"\[4, 7, 5\]"),
+        "feats-9-corners": (torch.cat([f, f[:, :1]], dim=1), p, feats_shape + r"\[4, 9, 5\]"),
+        "points-rank-0": (f, p[0, 0], points_shape + r"\[\]"),
+        "points-rank-1": (f, p.reshape(-1), points_shape + r"\[12\]"),
+        "points-rank-3": (f, p[..., None], points_shape + r"\[4, 3, 1\]"),
+        "points-3-cubes": (f, p[:3], points_shape + r"\[3, 3\]"),
+        "points-5-cubes": (f, torch.cat([p, p[:1]]), points_shape + r"\[5, 3\]"),
+        "points-width-2": (f, p[:, :2], points_shape + r"\[4, 2\]"),
+        "points-width-4": (f, torch.cat([p, p[:, :1]], dim=1), points_shape + r"\[4, 4\]"),
+        "integer-feats": (f.int(), p.int(), r"feats must be float64, float32, float16 or bfloat16, got Int"),
+        "integer-points": (f, p.int(), r"points must have the dtype of feats \(Float\), got Int"),
+        "dtype-mismatch": (f, p.double(), r"points must have the dtype of feats \(Float\), got Double"),
+        "meta-device": (f.to("meta"), p.to("meta"), r"tensors must be on the CPU or a CUDA GPU, got meta"),
+    }
+
+
+@pytest.mark.parametrize("case", list(bad_inputs("cpu")))
+@pytest.mark.parametrize("mapping", MAPPINGS)
+def test_bad_inputs(ext, device, mapping, case):
+    feats, points, message = bad_inputs(device)[case]
+    with expect_error("trilinear: " + message, what=f"{mapping} on {case}"):
+        getattr(ext, mapping)(feats, points)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("mapping", MAPPINGS)
+def test_bad_inputs_cpu_cuda_mix(ext, device, mapping):
+    if device != "cuda":
+        pytest.skip("needs the CUDA build")
+    feats, points = inputs(4, 5, "cuda")
+    fn = getattr(ext, mapping)
+    with expect_error(r"trilinear: feats and points must be on the same device, got feats on cuda:0 and points on cpu"):
+        fn(feats, points.cpu())
+    with expect_error(r"trilinear: feats and points must be on the same device, got feats on cpu and points on cuda:0"):
+        fn(feats.cpu(), points)
+
+
+# ---------------------------------------------------------------------------------------
+# The vectorized kernel (exercise `vectorized-kernel`): the launch decision, graded on the
+# CPU through ext.pack_size, and the kernel, graded on a GPU.
+
+FEATS_AT, OUT_AT = 0x7F3A_1C00_0000, 0x7F3A_2000_0100  # 256-byte aligned, as fresh tensors are
+
+
+def pack_cases():
+    """(id, F, dtype, feats byte offset, out byte offset, expected pack, why)."""
+    for dtype, pack in PACK.items():
+        e, d = 16 // pack, name_of(dtype)
+        yes = f"{pack} {d} values fill 16 bytes; F = {{F}} is a whole number of packs and both rows start on 16 bytes"
+        no_f = f"F = {{F}} is not a multiple of the pack ({pack} {d} values): rows would start off 16 bytes, or end in a part pack"
+        yield f"{d}-F=pack", pack, dtype, 0, 0, pack, yes
+        yield f"{d}-F=3packs", 3 * pack, dtype, 0, 0, pack, yes
+        yield f"{d}-F=257packs", 257 * pack, dtype, 0, 0, pack, yes
+        yield f"{d}-F=1", 1, dtype, 0, 0, 0, no_f
+        if pack > 2:
+            yield f"{d}-F=pack-1", pack - 1, dtype, 0, 0, 0, no_f
+            yield f"{d}-F=half-pack", pack // 2, dtype, 0, 0, 0, no_f
+            yield f"{d}-F=3half-packs", 3 * pack // 2, dtype, 0, 0, 0, no_f
+        yield f"{d}-F=pack+1", pack + 1, dtype, 0, 0, 0, no_f
+        yield f"{d}-F=5packs+1", 5 * pack + 1, dtype, 0, 0, 0, no_f
+        for where in ("feats", "out"):
+            off = {"feats": (1, 0), "out": (0, 1)}[where]
+            yield (f"{d}-{where}-1-element-in", 4 * pack, dtype, off[0] * e, off[1] * e, 0,
+                   f"{where} starts {e} bytes past a 16-byte boundary")
+            yield (f"{d}-{where}-8-bytes-in", 4 * pack, dtype, off[0] * 8, off[1] * 8, 0,
+                   f"{where} starts 8 bytes past a 16-byte boundary")
+            yield (f"{d}-{where}-16-bytes-in", 4 * pack, dtype, off[0] * 16, off[1] * 16, pack,
+                   f"{where} starts 16 bytes into its storage: still on a 16-byte boundary")
+        yield f"{d}-both-48-bytes-in", 2 * pack, dtype, 48, 48, pack, "both start on 16-byte boundaries"
+
+
+PACK_CASES = list(pack_cases())
+
+
+@pytest.mark.exercise("vectorized-kernel")
+@pytest.mark.parametrize("F, dtype, feats_off, out_off, expected, why", [c[1:] for c in PACK_CASES],
+                         ids=[c[0] for c in PACK_CASES])
+def test_pack_size(ext, F, dtype, feats_off, out_off, expected, why):
+    e = torch.empty(0, dtype=dtype).element_size()
+    got = ext.pack_size(F, e, FEATS_AT + feats_off, OUT_AT + out_off)
+    assert got == expected, (
+        f"pack_size(F={F}, element_size={e}, feats at 16-byte boundary + {feats_off % 16} bytes, out at + "
+        f"{out_off % 16} bytes) gave {got}, expected {expected}: " + why.format(F=F))
+
+
+def test_pack_size_checks_its_arguments(ext):
+    for size in (1, 3, 16):
+        with expect_error(r"pack_size: element_size must be 2, 4 or 8 bytes, got " + str(size)):
+            ext.pack_size(8, size, FEATS_AT, OUT_AT)
+    with expect_error(r"pack_size: F must be >= 0, got -4"):
+        ext.pack_size(-4, 4, FEATS_AT, OUT_AT)
+
+
+def vectorized_shapes():
+    """(id, dtype, N, F): every path of forward_vectorized for each dtype."""
+    for dtype, pack in PACK.items():
+        d = name_of(dtype)
+        shapes = {
+            "one-pack": (1, pack),  # 1 pack per row; 7 of 8 cubes in the block past N
+            "two-packs": (37, 2 * pack),
+            "33-packs": (300, 33 * pack),  # 33 packs: 64 threads per row, 31 of them idle
+            "257-packs": (20, 257 * pack),  # 257 packs > 256 threads: the row loop goes round twice
+            "large": (3000, 32 * pack),
+            "F=1": (5, 1),  # fallback: F < pack
+            "F=pack-1": (41, pack - 1 if pack > 2 else 3),  # fallback: F < pack, or F odd for float64
+            "F=pack+1": (41, pack + 1),  # fallback: F % pack != 0
+            "F=3packs+1": (300, 3 * pack + 1),  # fallback: F % pack != 0
+        }
+        for name, (N, F) in shapes.items():
+            yield f"{d}-{name}", dtype, N, F
+
+
+VEC_SHAPES = list(vectorized_shapes())
+
+
+@pytest.mark.cuda
+@pytest.mark.exercise("vectorized-kernel")
+@pytest.mark.parametrize("dtype, N, F", [c[1:] for c in VEC_SHAPES], ids=[c[0] for c in VEC_SHAPES])
+def test_vectorized_cuda(ext, device, dtype, N, F):
+    if device != "cuda":
+        pytest.skip("the CUDA kernel's test")
+    feats, points = inputs(N, F, "cuda", dtype)
+    with poisoned_empty():
+        out = ext.forward_vectorized(feats, points)
+    torch.cuda.synchronize()
+    path = "16-byte packs" if F % PACK[dtype] == 0 else "the coalesced fallback"
+    check(out, feats, points, f"forward_vectorized (N={N}, F={F}, {name_of(dtype)}: {path})")
+
+
+@pytest.mark.cuda
+@pytest.mark.exercise("vectorized-kernel")
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=name_of)
+def test_vectorized_cuda_any_layout(ext, device, dtype, layout):
+    """Misaligned slices must take the fallback, a slice 16 bytes in the packs, copies of
+    transposed and expanded inputs the packs."""
+    if device != "cuda":
+        pytest.skip("the CUDA kernel's test")
+    feats, points = layouts(45, 4 * PACK[dtype], "cuda", dtype)[layout]
+    with poisoned_empty():
+        out = ext.forward_vectorized(feats, points)
+    torch.cuda.synchronize()
+    check(out, feats, points, f"forward_vectorized on {layout} inputs")
+
+
+# ---------------------------------------------------------------------------------------
+# The timer (exercise `median-timer`)
+
+
+class Script:
+    """A function to time: call i sleeps durations_ms[i] (the last value repeats) and is logged."""
+
+    def __init__(self, durations_ms, sleep=lambda ms: time.sleep(ms / 1e3)):
+        self.durations, self.sleep, self.calls = list(durations_ms), sleep, 0
+
+    def __call__(self):
+        ms = self.durations[min(self.calls, len(self.durations) - 1)]
+        self.calls += 1
+        self.sleep(ms)
+
+
+class FakeClock:
+    """Time that passes only when a scripted call says so: exact, whatever else the machine is doing.
+
+    The CPU timer reads time.perf_counter() (the README's spec); the other clocks of the
+    time module read this clock too, so a timer built on any of them is measured the same way."""
+
+    def __init__(self):
+        self.now = 1000.0
+
+    def seconds(self) -> float:
+        return self.now
+
+    def nanoseconds(self) -> int:
+        return int(round(self.now * 1e9))
+
+    def advance(self, ms: float) -> None:
+        self.now += ms / 1e3
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    c = FakeClock()
+    for name in ("perf_counter", "monotonic", "time", "process_time", "thread_time"):
+        monkeypatch.setattr(time, name, c.seconds)
+    for name in ("perf_counter_ns", "monotonic_ns", "time_ns", "process_time_ns", "thread_time_ns"):
+        monkeypatch.setattr(time, name, c.nanoseconds)
+    return c
+
+
+def timed(stopwatch, fn, device, warmup, reps):
+    return stopwatch.median_time_ms(fn, device, warmup=warmup, reps=reps)
 
 
 @pytest.mark.exercise("median-timer")
-def test_median_timer_measures_a_sleep(stopwatch):
-    ms = stopwatch.median_time_ms(lambda: time.sleep(0.004), "cpu", warmup=1, reps=5)
-    assert 3.9 <= ms < 40, f"timing a 4 ms sleep gave {ms:.3g} ms"
+def test_timer_measures_a_sleep(stopwatch):
+    """Real time, on the real clock: a sleep never returns early, but a busy machine may make it late."""
+    ms = timed(stopwatch, Script([4]), "cpu", 1, 5)
+    assert 3.9 <= ms < 200, f"timing a 4 ms sleep gave {ms:.3g} ms"
 
 
 @pytest.mark.exercise("median-timer")
-def test_median_timer_warms_up_and_repeats(stopwatch):
-    calls = []
-    stopwatch.median_time_ms(lambda: calls.append(1), "cpu", warmup=4, reps=7)
-    assert len(calls) == 11, f"expected 4 warm-up calls + 7 timed calls, got {len(calls)} calls"
+@pytest.mark.parametrize("warmup, reps", [(0, 1), (1, 1), (4, 7), (3, 20)])
+def test_timer_calls_warmup_plus_reps_times(stopwatch, warmup, reps):
+    fn = Script([0])
+    stopwatch.median_time_ms(fn, torch.device("cpu"), warmup=warmup, reps=reps)
+    assert fn.calls == warmup + reps, f"expected {warmup} warm-up calls + {reps} timed calls, got {fn.calls} calls"
 
 
 @pytest.mark.exercise("median-timer")
-def test_median_timer_ignores_outliers(stopwatch):
-    """Every 4th call is slow (another process, a page fault...): the median does not move, a mean does."""
-    count = [0]
+@pytest.mark.parametrize("warmup, reps", [(3, 1), (3, 2), (5, 4), (2, 9)])
+def test_timer_leaves_out_slow_warmup_calls(stopwatch, clock, warmup, reps):
+    """The first `warmup` calls take 30 ms (a cold start), every later call 2 ms: the timer must say 2 ms."""
+    ms = timed(stopwatch, Script([30] * warmup + [2], clock.advance), "cpu", warmup, reps)
+    assert ms == pytest.approx(2.0, abs=1e-6), (
+        f"warmup={warmup}, reps={reps}: the warm-up calls take 30 ms, the timed calls 2 ms; "
+        f"the timer gave {ms:.6g} ms (warm-up time leaking into the measurement?)")
 
-    def spiky():
-        count[0] += 1
-        time.sleep(0.04 if count[0] % 4 == 0 else 0.001)
 
-    ms = stopwatch.median_time_ms(spiky, "cpu", warmup=0, reps=8)
-    assert ms < 10, f"median of mostly 1 ms calls was {ms:.3g} ms (a mean instead of a median?)"
+@pytest.mark.exercise("median-timer")
+def test_timer_takes_the_median_of_exactly_the_timed_calls(stopwatch, clock):
+    """Warm-up calls take 80 ms, the five timed calls 30, 4, 60, 15 and 8 ms: median 15. One call
+    left out gives 11.5, 19 or 22.5, one call more 22.5, the mean 23.4."""
+    ms = timed(stopwatch, Script([80, 80, 30, 4, 60, 15, 8], clock.advance), "cpu", 2, 5)
+    assert ms == pytest.approx(15.0, abs=1e-6), (
+        f"timed calls of 30, 4, 60, 15 and 8 ms (after two 80 ms warm-ups) should give their median, 15 ms; "
+        f"got {ms:.6g} ms")
+
+
+@pytest.mark.exercise("median-timer")
+def test_timer_ignores_outliers(stopwatch, clock):
+    """One call in three is slow (another process, a page fault...): the median does not move, a mean does."""
+    ms = timed(stopwatch, Script([60, 1, 1] * 3, clock.advance), "cpu", 0, 9)
+    assert ms == pytest.approx(1.0, abs=1e-6), (
+        f"median of calls of 1 ms with one of 60 ms in three was {ms:.6g} ms (a mean instead of a median?)")
+
+
+# On a GPU: torch.cuda._sleep(cycles) queues a kernel that spins for `cycles` clock ticks and
+# returns at once, like any launch. The tests measure how long a cycle takes first.
+
+
+@pytest.fixture(scope="module")
+def gpu_sleep():
+    """sleep(ms): queue about `ms` milliseconds of GPU work on the current stream."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a GPU")
+    cycles, times = 20_000_000, []
+    torch.cuda._sleep(cycles)  # warm-up
+    for _ in range(3):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        torch.cuda._sleep(cycles)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    per_ms = cycles / statistics.median(times)
+    return lambda ms: torch.cuda._sleep(int(ms * per_ms))
 
 
 @pytest.mark.cuda
 @pytest.mark.exercise("median-timer")
-def test_median_timer_waits_for_the_gpu(stopwatch, device):
-    if device != "cuda":
-        pytest.skip("needs a GPU")
-    cycles = 20_000_000  # ~10 ms at ~2 GHz; the launch itself takes microseconds
-    ms = stopwatch.median_time_ms(lambda: torch.cuda._sleep(cycles), "cuda", warmup=1, reps=5)
-    wrong = stopwatch.time_once_wrong(lambda: torch.cuda._sleep(cycles))
+@pytest.mark.parametrize("as_device", [False, True], ids=["str", "torch.device"])
+def test_timer_cuda_waits_for_the_gpu(stopwatch, gpu_sleep, as_device):
+    device = torch.device("cuda") if as_device else "cuda"
+    ms = timed(stopwatch, Script([8], gpu_sleep), device, 1, 5)
     torch.cuda.synchronize()
-    assert ms > 3, f"timing a ~10 ms GPU sleep gave {ms:.3g} ms: the timer does not wait for the GPU"
-    assert wrong < ms / 3, "time.time() without synchronize should only see the launch"
+    assert 6.5 <= ms < 10, (f"timing 8 ms of GPU work gave {ms:.3g} ms: the events must bracket each call on the "
+                            f"stream it queues its work on, and be read once the GPU has reached them")
+
+
+@pytest.mark.cuda
+@pytest.mark.exercise("median-timer")
+def test_timer_cuda_on_a_side_stream(stopwatch, gpu_sleep):
+    """Under `with torch.cuda.stream(s)`, fn queues its work on s: so must the events be recorded."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        ms = timed(stopwatch, Script([8], gpu_sleep), "cuda", 1, 5)
+    torch.cuda.synchronize()
+    assert 6.5 <= ms < 10, f"timing 8 ms of GPU work queued on a side stream gave {ms:.3g} ms"
+
+
+@pytest.mark.cuda
+@pytest.mark.exercise("median-timer")
+@pytest.mark.parametrize("warmup, reps", [(3, 1), (3, 2), (4, 3)])
+def test_timer_cuda_leaves_out_slow_warmup_calls(stopwatch, gpu_sleep, warmup, reps):
+    """The warm-up calls queue 40 ms of GPU work each, the timed calls 4 ms: the warm-up work is
+    still running when the first timed call is queued."""
+    ms = timed(stopwatch, Script([40] * warmup + [4], gpu_sleep), "cuda", warmup, reps)
+    torch.cuda.synchronize()
+    assert 3.2 <= ms < 5.5, (f"warmup={warmup}, reps={reps}: warm-up calls of 40 ms and timed calls of 4 ms of GPU "
+                             f"work gave {ms:.3g} ms (warm-up work leaking into the first timed call?)")
+
+
+@pytest.mark.cuda
+@pytest.mark.exercise("median-timer")
+def test_timer_cuda_takes_the_median_of_exactly_the_timed_calls(stopwatch, gpu_sleep):
+    """Warm-ups of 40 ms, then timed calls of 15, 2, 30, 7.5 and 4 ms of GPU work: median 7.5
+    (one call too few gives 5.75 or 11.25 or more, one too many 11.25, the mean 11.7)."""
+    fn = Script([40, 40, 15, 2, 30, 7.5, 4], gpu_sleep)
+    ms = timed(stopwatch, fn, "cuda", 2, 5)
+    torch.cuda.synchronize()
+    assert fn.calls == 7, f"expected 2 warm-up calls + 5 timed calls, got {fn.calls} calls"
+    assert 6.9 <= ms < 8.6, f"GPU calls of 15, 2, 30, 7.5 and 4 ms should give their median, 7.5 ms; got {ms:.3g} ms"
+
+
+@pytest.mark.cuda
+def test_time_once_wrong_sees_only_the_launch(stopwatch, gpu_sleep):
+    torch.cuda.synchronize()
+    wrong = stopwatch.time_once_wrong(lambda: gpu_sleep(20))
+    torch.cuda.synchronize()
+    assert wrong < 5, f"time.time() without synchronize should only see the launch, got {wrong:.3g} ms"
+
+
+# ---------------------------------------------------------------------------------------
+# The harness and the benchmark
 
 
 def test_harness_sanity():

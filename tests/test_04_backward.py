@@ -1,13 +1,30 @@
-"""Chapter 04: GELU and trilinear backward, against autograd of float64 references."""
+"""Chapter 04: GELU and trilinear backward, CPU and CUDA.
+
+Every graded test grades one exercise (its `exercise` marker) and may rely on the rest of
+the chapter being right. Gradients are compared with float64 references computed by
+autograd from the same (rounded) inputs: trilinear's from `reference.py`, GELU's from
+torch's own `F.gelu`. float64 results element by element at 1e-12, float16/bfloat16
+results to within one unit in the last place (what computing in float and rounding once
+gives), float32 results by relative error. Outputs start as NaN (`poisoned_empty`), so an
+element a kernel never writes fails.
+"""
 
 import pytest
 import torch
 import torch.nn.functional as Fn
 
 from coursekit.build import load_python
-from coursekit.testing import TOLERANCE, assert_close, poisoned_empty
+from coursekit.testing import TOLERANCE, assert_bitwise, assert_close, assert_rounded, expect_error, poisoned_empty
 
 CHAPTER = "04"
+
+LOW = (torch.float16, torch.bfloat16)
+LOW_IDS = ["float16", "bfloat16"]
+
+# grad_points sums 8 * F products per coordinate. Its float64 reference starts from the
+# same rounded inputs, so what differs is the rounding of the sum: a few roundings more
+# than an elementwise result gets (relative error of the whole tensor, float32 only).
+POINTS_TOL = {**TOLERANCE, torch.float32: 2e-5}
 
 
 @pytest.fixture(scope="module")
@@ -17,29 +34,82 @@ def ref(chapter_source):
 
 
 def inputs(N, F, device="cpu", dtype=torch.float32, spread=1.0):
-    feats = torch.randn(N, 8, F, device=device, dtype=dtype)
-    points = ((torch.rand(N, 3, device=device, dtype=torch.float64) * 2 - 1) * spread).to(dtype)
-    grad_out = torch.randn(N, F, device=device, dtype=dtype)
+    """(grad_out, feats, points): random values drawn in float64, then rounded to dtype; the
+    points in [-spread, spread]."""
+    grad_out = torch.randn(N, F, dtype=torch.float64).to(device, dtype)
+    feats = torch.randn(N, 8, F, dtype=torch.float64).to(device, dtype)
+    points = ((torch.rand(N, 3, dtype=torch.float64) * 2 - 1) * spread).to(device, dtype)
     return grad_out, feats, points
 
 
-# grad_points sums 8 * F products per coordinate. Its float64 reference starts from
-# the same rounded inputs, so what differs is the rounding of the sum; allow a few
-# roundings more than for an elementwise result.
-POINTS_TOL = {**TOLERANCE, torch.float32: 2e-5, torch.float16: 5e-3, torch.bfloat16: 4e-2}
+def assert_float64(out, ref, tol=1e-12, what="output", floor=0.0):
+    """Every element within tol of the float64 reference, relative to its size (at least 2^-6 of
+    the largest, and at least `floor`): what float64 arithmetic gives, and 1e4 times finer than
+    anything through float32."""
+    assert out.dtype == torch.float64, f"{what}: dtype {out.dtype}, expected torch.float64"
+    assert out.shape == ref.shape, f"{what}: shape {tuple(out.shape)}, expected {tuple(ref.shape)}"
+    got, ref = out.detach().cpu(), ref.detach().double().cpu()
+    bad = (~torch.isfinite(got)).sum().item()
+    assert bad == 0, f"{what}: {bad} of {got.numel()} elements are NaN/Inf (never written, or a stub?)"
+    if ref.numel() == 0:
+        return
+    scale = ref.abs().clamp(min=max(ref.abs().max().item() * 2.0**-6, floor, 1e-300))
+    rel = (got - ref).abs() / scale
+    worst = int(rel.argmax())
+    if rel.flatten()[worst] > tol:
+        idx = tuple(int(j) for j in torch.unravel_index(torch.tensor(worst), ref.shape))
+        raise AssertionError(
+            f"{what}: {int((rel > tol).sum())} of {ref.numel()} float64 elements are off by more than {tol:g} "
+            f"(relative); worst at {idx}: got {got.flatten()[worst].item()!r}, expected {ref.flatten()[worst].item()!r} "
+            f"({rel.flatten()[worst].item():.2g}). Is some step done in float32 (a float variable, an f literal)?"
+        )
 
 
-def check_backward(ext, ref, device, dtype, N, F, spread=1.0):
-    grad_out, feats, points = inputs(N, F, device, dtype, spread)
+def assert_matches(out, ref64, dtype, what="output", tol32=None, tiny=None, floor=0.0):
+    """out against the float64 reference, as strictly as `dtype` allows."""
+    assert out is not None, f"{what}: got None"
+    assert out.dtype == dtype, f"{what}: dtype {out.dtype}, expected {dtype}"
+    if dtype == torch.float64:
+        assert_float64(out, ref64, what=what, floor=floor)
+    elif dtype in LOW:
+        assert_rounded(out, ref64, tiny=tiny, what=what)
+    else:
+        assert_close(out, ref64.to(dtype), dtype, what=what, tol=tol32)
+
+
+def check_backward(ext, ref, grad_out, feats, points, need_feats=True, need_points=True, what=""):
+    """Run the backward on these inputs and compare each gradient asked for with autograd of reference.py."""
+    dtype = feats.dtype
     with poisoned_empty():  # gradient elements the kernel never writes stay NaN
-        grad_feats, grad_points = ext.backward(grad_out, feats, points, True, True)
+        grad_feats, grad_points = ext.backward(grad_out, feats, points, need_feats, need_points)
     ref_feats, ref_points = ref.trilinear_grads(grad_out, feats, points)
-    assert grad_feats.device == feats.device and grad_points.device == feats.device
-    assert_close(grad_feats, ref_feats.to(dtype), dtype, what="grad_feats")
-    assert_close(grad_points, ref_points.to(dtype), dtype, what="grad_points", tol=POINTS_TOL[dtype])
+    assert (grad_feats is not None) == need_feats, "grad_feats must be None exactly when need_feats is False"
+    assert (grad_points is not None) == need_points, "grad_points must be None exactly when need_points is False"
+    if need_feats:
+        assert grad_feats.device == feats.device, f"grad_feats on {grad_feats.device}, expected {feats.device}"
+        # One product w_k * grad_out rounded once: correctly rounded down to the smallest normal number.
+        assert_matches(grad_feats, ref_feats, dtype, what=f"grad_feats{what}", tiny=torch.finfo(dtype).tiny)
+    if need_points:
+        assert grad_points.device == feats.device, f"grad_points on {grad_points.device}, expected {feats.device}"
+        # A sum whose terms may cancel (exactly, when every corner holds the same features): its
+        # rounding is relative to the size of the terms, 1e-5 of the largest sum of |terms| at least.
+        terms = (grad_out.detach().double().abs().cpu()[:, None, :] * feats.detach().double().abs().cpu()).sum((1, 2))
+        floor = 1e-5 * terms.max().item() if terms.numel() else 0.0
+        assert_matches(grad_points, ref_points, dtype, what=f"grad_points{what}", tol32=POINTS_TOL[dtype], floor=floor)
 
 
-SIZES = [(1, 1), (3, 40), (2000, 67), (300, 256), (64, 1000)]
+def only_cuda(device):
+    if device != "cuda":
+        pytest.skip("a test of the CUDA kernel")
+
+
+# (N, F): one cube and one feature; F < 32; F a multiple of every pack width; F not a
+# multiple of 32 (nor of a pack); N not a multiple of the rows in a block; F > 256, the
+# widest block, with and without packs.
+SIZES = [(1, 1), (1, 5), (3, 40), (13, 5), (300, 67), (64, 1000), (5, 1001)]
+# The CUDA kernel's other launch shapes: a block of 4 and of 2 rows, several warps a row,
+# more packs than threads in the row, a realistic size.
+CUDA_SIZES = SIZES + [(33, 256), (9, 512), (2000, 67), (7, 4104), (20000, 256)]
 
 
 def test_poisoning_reaches_cpp():
@@ -50,40 +120,228 @@ def test_poisoning_reaches_cpp():
         assert torch.ops.aten.empty.memory_format([16]).isnan().all()
 
 
-# ---------------------------------------------------------------------------- forward (as in chapter 02)
+# ---------------------------------------------------------------------------- gelu-derivative
+
+# Large |x| (Phi saturates at 0 or 1, phi underflows to 0), zero, tiny and ordinary values.
+GELU_VALUES = [-30.0, -8.0, -3.0, -2.0186, -1.0, -0.7518, -1e-3, 0.0, 1e-3, 0.5, 1.0, 2.0186, 3.0, 8.0, 30.0]
+
+
+def gelu_inputs(device, dtype, n=10_000):
+    x = torch.cat([torch.tensor(GELU_VALUES, dtype=torch.float64), torch.randn(n, dtype=torch.float64) * 3])
+    return x.to(device, dtype)
+
+
+def gelu_grad_ref(grad_out, x):
+    """grad_out * gelu'(x) in float64, by autograd of torch's own GELU (exact form, approximate="none")."""
+    x64 = x.detach().double().cpu().requires_grad_()
+    Fn.gelu(x64).backward(grad_out.detach().double().cpu())
+    return x64.grad
+
+
+@pytest.mark.exercise("gelu-derivative")
+def test_gelu_backward_float64(ext, device):
+    """float64 element by element: every constant and every step of gelu'(x) in T, not float."""
+    x = gelu_inputs(device, torch.float64)
+    grad_out = torch.randn_like(x)
+    with poisoned_empty():
+        grad_in = ext.gelu_backward(grad_out, x)
+    assert_float64(grad_in, gelu_grad_ref(grad_out, x), what="gelu_backward, float64")
+
+
+@pytest.mark.exercise("gelu-derivative")
+@pytest.mark.parametrize("dtype", LOW, ids=LOW_IDS)
+def test_gelu_backward_rounds_once(ext, device, dtype):
+    """float16/bfloat16: gelu'(x) computed in float and the product rounded once, within 1 ulp."""
+    x = gelu_inputs(device, dtype)
+    grad_out = (torch.randn(x.shape, dtype=torch.float64) * 4).to(device, dtype)
+    with poisoned_empty():
+        grad_in = ext.gelu_backward(grad_out, x)
+    assert grad_in.dtype == dtype
+    assert_rounded(grad_in, gelu_grad_ref(grad_out, x), what=f"gelu_backward, {dtype}")
+
+
+@pytest.mark.exercise("gelu-derivative")
+def test_gelu_backward_float32(ext, device):
+    x = gelu_inputs(device, torch.float32)
+    grad_out = torch.randn_like(x)
+    with poisoned_empty():
+        grad_in = ext.gelu_backward(grad_out, x)
+    assert_close(grad_in, gelu_grad_ref(grad_out, x).float(), torch.float32, what="gelu_backward, float32")
+
+
+@pytest.mark.exercise("gelu-derivative")
+def test_gelu_derivative_special_values(ext, device):
+    # gelu'(x) -> 0 for x -> -inf, 1/2 at 0, -> 1 for x -> +inf; Phi(1) + phi(1) at x = 1; its
+    # minimum, 0, near x = -0.7518; Phi(-1) - phi(-1) at x = -1.
+    x = torch.tensor([-30.0, 0.0, 1.0, 30.0, -1.0], dtype=torch.float64, device=device)
+    d = ext.gelu_backward(torch.ones_like(x), x)
+    expected = torch.tensor([0.0, 0.5, 1.0833154705876864, 1.0, -0.0833154705876863], dtype=torch.float64)
+    assert_float64(d, expected, what="gelu'(x) at x = -30, 0, 1, 30, -1")
+
+
+# ---------------------------------------------------------------------------- weight-grad
+
+
+@pytest.mark.exercise("weight-grad")
+@pytest.mark.parametrize("spread", [1.0, 3.0], ids=["inside", "outside"])
+def test_weight_grad_float64(ext, ref, device, spread):
+    """grad_points in float64 element by element; outside [-1, 1] the same polynomial continues (no clamping)."""
+    check_backward(ext, ref, *inputs(300, 20, device, torch.float64, spread), need_feats=False,
+                   what=f" (points in [-{spread:g}, {spread:g}])")
+
+
+@pytest.mark.exercise("weight-grad")
+@pytest.mark.parametrize("corner", range(8))
+def test_weight_grad_each_corner(ext, ref, device, corner):
+    """Only corner k's features non-zero: grad_points then shows dw_k/du, dw_k/dv, dw_k/dw alone."""
+    grad_out, feats, points = inputs(50, 12, device, torch.float64, spread=1.5)
+    mask = torch.zeros(1, 8, 1, dtype=torch.float64, device=device)
+    mask[0, corner] = 1
+    bits = ((corner >> 2) & 1, (corner >> 1) & 1, corner & 1)
+    check_backward(ext, ref, grad_out, feats * mask, points, need_feats=False,
+                   what=f" with only corner {corner} (offsets {bits} along x, y, z) non-zero")
+
+
+@pytest.mark.exercise("weight-grad")
+@pytest.mark.parametrize("dtype", LOW, ids=LOW_IDS)
+def test_weight_grad_rounds_once(ext, ref, device, dtype):
+    check_backward(ext, ref, *inputs(200, 64, device, dtype), need_feats=False)
+
+
+# ---------------------------------------------------------------------------- points-grad-cpu
+
+
+@pytest.mark.exercise("points-grad-cpu")
+@pytest.mark.parametrize("N, F", SIZES)
+def test_points_grad_cpu(ext, ref, dtype, N, F):
+    check_backward(ext, ref, *inputs(N, F, "cpu", dtype))
+
+
+@pytest.mark.exercise("points-grad-cpu")
+@pytest.mark.parametrize("N, F", SIZES)
+def test_points_grad_cpu_alone(ext, ref, N, F):
+    """need_feats=False: the kernel without grad_feats, float64 element by element."""
+    check_backward(ext, ref, *inputs(N, F, "cpu", torch.float64), need_feats=False)
+
+
+@pytest.mark.exercise("points-grad-cpu")
+@pytest.mark.parametrize("dtype", LOW, ids=LOW_IDS)
+@pytest.mark.parametrize("N, F", [(64, 4096), (16, 4099)])
+def test_points_grad_cpu_rounds_once(ext, ref, dtype, N, F):
+    """A sum of 8 F products per coordinate: summed in float16/bfloat16 it drifts by many ulps."""
+    check_backward(ext, ref, *inputs(N, F, "cpu", dtype), need_feats=False)
+
+
+@pytest.mark.exercise("points-grad-cpu")
+@pytest.mark.parametrize("threads", [3, 4])
+def test_points_grad_cpu_threads(ext, ref, threads):
+    """Several threads, each with its own chunk of cubes (begin > 0): nothing may be shared between them."""
+    was = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        check_backward(ext, ref, *inputs(2001, 64, "cpu", torch.float64))  # chunks of 512 cubes or more
+        check_backward(ext, ref, *inputs(4001, 24, "cpu", torch.float32), need_feats=False)
+    finally:
+        torch.set_num_threads(was)
+
+
+@pytest.mark.exercise("points-grad-cpu")
+def test_points_grad_cpu_large_values(ext, ref):
+    """Large features and gradients: the float64 sum keeps every digit, relative to the result's size."""
+    grad_out, feats, points = inputs(40, 300, "cpu", torch.float64)
+    check_backward(ext, ref, grad_out * 1e150, feats * 1e100 + 3e100, points, need_feats=False)
+
+
+# ---------------------------------------------------------------------------- points-reduction (CUDA)
+
+
+@pytest.mark.cuda
+@pytest.mark.exercise("points-reduction")
+@pytest.mark.parametrize("N, F", CUDA_SIZES)
+def test_points_reduction(ext, ref, device, dtype, N, F):
+    only_cuda(device)
+    check_backward(ext, ref, *inputs(N, F, "cuda", dtype))
+
+
+@pytest.mark.cuda
+@pytest.mark.exercise("points-reduction")
+@pytest.mark.parametrize("N, F", CUDA_SIZES)
+def test_points_reduction_alone(ext, ref, device, N, F):
+    """need_feats=False: the kernel without grad_feats, float64 element by element."""
+    only_cuda(device)
+    check_backward(ext, ref, *inputs(N, F, "cuda", torch.float64), need_feats=False)
+
+
+@pytest.mark.cuda
+@pytest.mark.exercise("points-reduction")
+@pytest.mark.parametrize("dtype", LOW, ids=LOW_IDS)
+@pytest.mark.parametrize("N, F", [(64, 4096), (40, 32768), (16, 4099)])
+def test_points_reduction_rounds_once(ext, ref, device, dtype, N, F):
+    """Long sums (up to 128 terms a thread and 8 warps a row): partials kept in the 16-bit type drift."""
+    only_cuda(device)
+    check_backward(ext, ref, *inputs(N, F, "cuda", dtype), need_feats=False)
+
+
+@pytest.mark.cuda
+@pytest.mark.exercise("points-reduction")
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16], ids=str)
+@pytest.mark.parametrize("N, F", [(100, 64), (9, 2048)])
+def test_points_reduction_unaligned(ext, ref, device, dtype, N, F):
+    """Inputs one element into their storage: the kernel runs with one element per access (VEC = 1)."""
+    only_cuda(device)
+    grad_out, feats, points = inputs(N, F, "cuda", dtype)
+    grad_out = torch.cat([grad_out.new_zeros(1), grad_out.flatten()])[1:].view(N, F)
+    feats = torch.cat([feats.new_zeros(1), feats.flatten()])[1:].view(N, 8, F)
+    check_backward(ext, ref, grad_out, feats, points)
+
+
+@pytest.mark.cuda
+@pytest.mark.exercise("points-reduction")
+def test_points_reduction_is_deterministic(ext, ref, device):
+    """The same bits on every run: the order of the additions is fixed (no atomics)."""
+    only_cuda(device)
+    grad_out, feats, points = inputs(5000, 1000, "cuda")
+    first = ext.backward(grad_out, feats, points, False, True)[1]
+    assert_close(first, ref.trilinear_grads(grad_out, feats, points)[1].float(), torch.float32,
+                 what="grad_points", tol=POINTS_TOL[torch.float32])
+    for _ in range(5):
+        assert torch.equal(ext.backward(grad_out, feats, points, False, True)[1], first), \
+            "grad_points differs from run to run: the reduction's order is not fixed"
+
+
+# ---------------------------------------------------------------------------- the chapter as a whole
 
 
 def test_forward(ext, ref, device, dtype):
     _, feats, points = inputs(500, 67, device, dtype)
     with poisoned_empty():
         out = ext.forward(feats, points)
-    assert_close(out, ref.trilinear(feats.double(), points.double()).to(dtype), dtype)
+    assert_matches(out, ref.trilinear(feats.double().cpu(), points.double().cpu()), dtype, what="forward")
 
 
-# ---------------------------------------------------------------------------- trilinear backward
-
-
-@pytest.mark.exercise("weight-grad")
-@pytest.mark.exercise("points-grad-cpu")
 @pytest.mark.parametrize("N, F", SIZES)
-def test_backward_cpu(ext, ref, dtype, N, F):
-    check_backward(ext, ref, "cpu", dtype, N, F)
+def test_backward(ext, ref, device, dtype, N, F):
+    check_backward(ext, ref, *inputs(N, F, device, dtype))
 
 
-@pytest.mark.cuda
-@pytest.mark.exercise("weight-grad")
-@pytest.mark.exercise("points-reduction")
-@pytest.mark.parametrize("N, F", SIZES + [(20000, 256)])
-def test_backward_cuda(ext, ref, device, dtype, N, F):
-    if device != "cuda":
-        pytest.skip("the CUDA kernel's test")
-    check_backward(ext, ref, "cuda", dtype, N, F)
+@pytest.mark.parametrize("N, F", [(20000, 256), (7, 4104)])
+def test_backward_large(ext, ref, device, N, F):
+    if device == "cpu" and N * F > 10**6:
+        pytest.skip("CUDA size")
+    check_backward(ext, ref, *inputs(N, F, device, torch.float32))
 
 
-@pytest.mark.exercise("weight-grad")
-def test_points_outside_extrapolate(ext, ref, device):
-    # No clamping: outside [-1, 1] the same polynomial continues, and so do its derivatives.
-    check_backward(ext, ref, device, torch.float64, 300, 20, spread=3.0)
+@pytest.mark.parametrize("dtype", LOW, ids=LOW_IDS)
+def test_grad_feats_rounds_once(ext, ref, device, dtype):
+    """grad_feats = w_k * grad_out: the weight in float, the product rounded once; large values."""
+    grad_out, feats, points = inputs(300, 40, device, dtype)
+    check_backward(ext, ref, (grad_out.double() * 50 + 100).to(dtype), feats, points, need_points=False)
+
+
+@pytest.mark.parametrize("need_feats, need_points", [(True, True), (True, False), (False, True), (False, False)])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float16], ids=str)
+def test_only_what_is_asked(ext, ref, device, dtype, need_feats, need_points):
+    check_backward(ext, ref, *inputs(50, 24, device, dtype), need_feats, need_points)
 
 
 def test_grad_feats_at_a_corner(ext, device):
@@ -91,42 +349,74 @@ def test_grad_feats_at_a_corner(ext, device):
     corners = torch.tensor([[(k >> 2) & 1, (k >> 1) & 1, k & 1] for k in range(8)], dtype=torch.float64) * 2 - 1
     grad_out, feats, _ = inputs(8, 5, device, torch.float64)
     grad_feats, _ = ext.backward(grad_out, feats, corners.to(device), True, False)
-    expected = torch.zeros_like(grad_feats)
+    expected = grad_out[:, None, :].expand(8, 8, 5) * 0.0  # w_k * grad_out with w_k = +0: signed zeros
     for k in range(8):
-        expected[k, k] = grad_out[k]
-    torch.testing.assert_close(grad_feats, expected, msg="the gradient of a point at corner k belongs to corner k")
+        expected[k, k] = grad_out[k]  # w_k = 1: exactly grad_out
+    assert_bitwise(grad_feats, expected, what="the gradient of a point at corner k belongs to corner k")
 
 
-@pytest.mark.parametrize("need_feats, need_points", [(True, False), (False, True), (False, False)])
-def test_only_what_is_asked(ext, ref, device, need_feats, need_points):
-    grad_out, feats, points = inputs(50, 20, device, torch.float64)
-    with poisoned_empty():
-        grad_feats, grad_points = ext.backward(grad_out, feats, points, need_feats, need_points)
-    ref_feats, ref_points = ref.trilinear_grads(grad_out, feats, points)
-    assert (grad_feats is not None) == need_feats, "grad_feats must be None exactly when need_feats is False"
-    assert (grad_points is not None) == need_points, "grad_points must be None exactly when need_points is False"
-    if need_feats:
-        assert_close(grad_feats, ref_feats.to(device), what="grad_feats")
-    if need_points:
-        assert_close(grad_points, ref_points.to(device), what="grad_points")
-
-
-def test_gradient_shapes_match_inputs(ext, device):
+def test_gradients_are_new_tensors(ext, device):
     grad_out, feats, points = inputs(7, 9, device)
     grad_feats, grad_points = ext.backward(grad_out, feats, points)
     assert grad_feats.shape == feats.shape and grad_points.shape == points.shape
+    assert grad_feats.is_contiguous() and grad_points.is_contiguous()
+    inputs_storage = {t.untyped_storage().data_ptr() for t in (grad_out, feats, points)}
+    assert grad_feats.untyped_storage().data_ptr() not in inputs_storage
+    assert grad_points.untyped_storage().data_ptr() not in inputs_storage
 
 
-def test_non_contiguous_inputs(ext, ref, device):
-    grad_out, feats, points = inputs(30, 16, device, torch.float64)
-    expanded = torch.randn(1, 16, device=device, dtype=torch.float64).expand(30, 16)  # stride 0, as autograd makes
-    transposed = grad_out.t().contiguous().t()
-    sliced_feats = torch.randn(30, 8, 32, device=device, dtype=torch.float64)[:, :, ::2]
-    for g, f in ((transposed, feats), (expanded, feats), (grad_out, sliced_feats)):
-        grad_feats, grad_points = ext.backward(g, f, points)
-        ref_feats, ref_points = ref.trilinear_grads(g, f, points)
-        assert_close(grad_feats, ref_feats.to(device), what="grad_feats")
-        assert_close(grad_points, ref_points.to(device), what="grad_points")
+def _layouts(grad_out, feats, points):
+    """name -> (grad_out, feats, points): one argument in another layout (the others contiguous).
+
+    Each strided tensor lives in a storage at least as large as its contiguous copy, so a
+    kernel that reads it as if it were contiguous reads wrong values, not past the end.
+    """
+    g, f, p = grad_out, feats, points
+    N, _, F = f.shape
+    dev, dt = f.device, f.dtype
+
+    def fresh(*shape):
+        return torch.randn(*shape, dtype=torch.float64).to(dev, dt)
+
+    flat_g = fresh(N * F + 3)
+    return {
+        "grad_out-transposed": (g.t().contiguous().t(), f, p),
+        "grad_out-sliced": (fresh(N, 2 * F)[:, ::2], f, p),
+        "grad_out-rows-sliced": (fresh(2 * N, F)[::2], f, p),
+        "grad_out-offset": (fresh(N + 1, F + 3)[1:, 3:], f, p),
+        "grad_out-offset-contiguous": (flat_g[3:].view(N, F), f, p),
+        # out.sum().backward() hands the backward a single 1 expanded to (N, F), strides (0, 0)
+        "grad_out-expanded-scalar": (flat_g[1].expand(N, F), f, p),
+        "grad_out-expanded-rows": (g[:1].expand(N, F), f, p),  # stride 0 along n
+        "grad_out-expanded-features": (g[:, :1].expand(N, F), f, p),  # stride 0 along f
+        "feats-transposed": (g, f.transpose(0, 2).contiguous().transpose(0, 2), p),
+        "feats-corner-major": (g, f.transpose(0, 1).contiguous().transpose(0, 1), p),
+        "feats-sliced": (g, fresh(N, 8, 2 * F)[:, :, ::2], p),
+        "feats-offset": (g, fresh(N + 1, 8, F + 3)[1:, :, 3:], p),
+        "feats-offset-contiguous": (g, fresh(N * 8 * F + 1)[1:].view(N, 8, F), p),
+        "feats-expanded-cube": (g, f[:1].expand(N, 8, F), p),
+        "feats-expanded-corner": (g, f[:, :1].expand(N, 8, F), p),
+        "feats-expanded-feature": (g, f[:, :, :1].expand(N, 8, F), p),
+        "points-transposed": (g, f, p.t().contiguous().t()),
+        "points-sliced": (g, f, (torch.rand(N, 6, dtype=torch.float64) * 2 - 1).to(dev, dt)[:, ::2]),
+        "points-offset": (g, f, (torch.rand(3 * N + 1, dtype=torch.float64) * 2 - 1).to(dev, dt)[1:].view(N, 3)),
+        "points-expanded-cube": (g, f, p[:1].expand(N, 3)),
+        "points-expanded-axis": (g, f, p[:, :1].expand(N, 3)),  # x = y = z
+    }
+
+
+@pytest.mark.parametrize("case", list(_layouts(*inputs(2, 3))))
+def test_strided_inputs(ext, ref, device, case):
+    """Any strides, storage offset or stride 0, in every argument: the gradients of the values."""
+    grad_out, feats, points = _layouts(*inputs(40, 24, device, torch.float64))[case]
+    check_backward(ext, ref, grad_out, feats, points, what=f" ({case})")
+
+
+def test_grad_out_of_a_sum(ext, ref, device):
+    """The grad_out that autograd passes for loss = out.sum(): torch.ones(()).expand(N, F)."""
+    _, feats, points = inputs(30, 16, device, torch.float64)
+    grad_out = torch.ones((), dtype=torch.float64, device=device).expand(30, 16)
+    check_backward(ext, ref, grad_out, feats, points, what=" (grad_out of out.sum())")
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
@@ -134,40 +424,35 @@ def test_unaligned_inputs(ext, ref, device, dtype):
     # Contiguous, but starting one element into their storage: not on a 16-byte
     # boundary, so the CUDA kernel must fall back from 16-byte packs to single elements.
     N, F = 100, 64
-    grad_out = torch.randn(N * F + 1, device=device, dtype=dtype)[1:].view(N, F)
-    feats = torch.randn(N * 8 * F + 1, device=device, dtype=dtype)[1:].view(N, 8, F)
+    grad_out = torch.randn(N * F + 1, device=device).to(dtype)[1:].view(N, F)
+    feats = torch.randn(N * 8 * F + 1, device=device).to(dtype)[1:].view(N, 8, F)
     points = (torch.rand(N, 3, device=device) * 2 - 1).to(dtype)
-    with poisoned_empty():
-        grad_feats, grad_points = ext.backward(grad_out, feats, points)
-    ref_feats, ref_points = ref.trilinear_grads(grad_out, feats, points)
-    assert_close(grad_feats, ref_feats.to(dtype), dtype, what="grad_feats")
-    assert_close(grad_points, ref_points.to(dtype), dtype, what="grad_points", tol=POINTS_TOL[dtype])
+    check_backward(ext, ref, grad_out, feats, points)
+    check_backward(ext, ref, grad_out, feats.contiguous(), points, what=" (only grad_out unaligned)")
+    check_backward(ext, ref, grad_out.contiguous(), feats, points, what=" (only feats unaligned)")
 
 
 @pytest.mark.parametrize("N, F", [(0, 8), (8, 0), (0, 0)])
-def test_empty(ext, device, N, F):
+@pytest.mark.parametrize("need_feats, need_points", [(True, True), (True, False), (False, True)])
+def test_empty(ext, device, N, F, need_feats, need_points):
     grad_out, feats, points = inputs(N, F, device)
-    grad_feats, grad_points = ext.backward(grad_out, feats, points)
-    assert grad_feats.shape == (N, 8, F) and grad_points.shape == (N, 3)
-    assert (grad_points == 0).all(), "with F = 0 the output does not depend on the points: zero gradient"
+    with poisoned_empty():
+        grad_feats, grad_points = ext.backward(grad_out, feats, points, need_feats, need_points)
+    if need_feats:
+        assert grad_feats.shape == (N, 8, F) and grad_feats.dtype == feats.dtype and grad_feats.device == feats.device
+    else:
+        assert grad_feats is None
+    if need_points:
+        assert grad_points.shape == (N, 3) and grad_points.dtype == points.dtype
+        assert (grad_points == 0).all(), "with F = 0 the output does not depend on the points: zero gradient"
+    else:
+        assert grad_points is None
     assert ext.forward(feats, points).shape == (N, F)
 
 
 @pytest.mark.cuda
-def test_points_gradient_is_deterministic(ext, device):
-    if device != "cuda":
-        pytest.skip("needs the CUDA build")
-    grad_out, feats, points = inputs(5000, 1000, "cuda")
-    first = ext.backward(grad_out, feats, points, False, True)[1]
-    for _ in range(5):
-        assert torch.equal(ext.backward(grad_out, feats, points, False, True)[1], first), \
-            "grad_points differs from run to run: the reduction's order is not fixed"
-
-
-@pytest.mark.cuda
 def test_current_stream(ext, ref, device):
-    if device != "cuda":
-        pytest.skip("needs the CUDA build")
+    only_cuda(device)
     grad_out, feats, points = inputs(4000, 256, "cuda")
     late = torch.randn_like(feats)  # holds other values until the side stream copies feats into it
     torch.cuda.synchronize()
@@ -189,96 +474,190 @@ def test_second_gpu(ext, ref, device):
         pytest.skip("needs two GPUs")
     grad_out, feats, points = inputs(100, 40, "cuda:1", torch.float64)
     with torch.cuda.device(0):  # the current device is not the tensors' device: the guard must switch
-        grad_feats, grad_points = ext.backward(grad_out, feats, points)
-    assert grad_feats.device == feats.device
-    ref_feats, ref_points = ref.trilinear_grads(grad_out, feats, points)
-    assert_close(grad_feats, ref_feats.to(feats.device), what="grad_feats")
-    assert_close(grad_points, ref_points.to(feats.device), what="grad_points")
+        check_backward(ext, ref, grad_out, feats, points)
 
 
 def test_atomic_comparison_kernel(ext, ref, device):
     grad_out, feats, points = inputs(300, 100, device, torch.float64)
     if device == "cpu":
-        with pytest.raises(RuntimeError, match="trilinear_points_grad_atomic: a CUDA-only comparison kernel"):
+        with expect_error("trilinear_points_grad_atomic: a CUDA-only comparison kernel"):
             ext.points_grad_atomic(grad_out, feats, points)
         return
-    assert_close(ext.points_grad_atomic(grad_out, feats, points), ref.trilinear_grads(grad_out, feats, points)[1].cuda(),
-                 what="grad_points (atomicAdd version)")
+    ref_points = ref.trilinear_grads(grad_out, feats, points)[1]
+    assert_float64(ext.points_grad_atomic(grad_out, feats, points), ref_points, what="grad_points (atomicAdd version)")
+    g32, f32, p32 = grad_out.float(), feats.float(), points.float()
+    assert_close(ext.points_grad_atomic(g32, f32, p32), ref.trilinear_grads(g32, f32, p32)[1].float(), torch.float32,
+                 what="grad_points (atomicAdd version), float32", tol=POINTS_TOL[torch.float32])
+    with expect_error(r"trilinear_points_grad_atomic: float32 or float64 only, got Half"):
+        ext.points_grad_atomic(grad_out.half(), feats.half(), points.half())
 
 
-def _bad(device):
+# ---------------------------------------------------------------------------- bad inputs
+
+
+def _bad_backward(device):
+    """name -> (grad_out, feats, points, message): one thing wrong in one argument."""
     g, f, p = inputs(4, 5, device)
-    cases = {
-        "grad-shape": (g[:, :4], f, p, r"trilinear_backward: grad_out must have shape \(N, F\) = \(4, 5\), got \[4, 4\]"),
-        "grad-rank": (g[None], f, p, r"trilinear_backward: grad_out must have shape \(N, F\) = \(4, 5\), got \[1, 4, 5\]"),
-        "grad-dtype": (g.double(), f, p, r"trilinear_backward: grad_out must have the dtype of feats \(Float\), got Double"),
-        "feats-shape": (g, f[:, :7], p, r"trilinear: feats must have shape \(N, 8, F\), got \[4, 7, 5\]"),
-        "points-shape": (g, f, p[:, :2], r"trilinear: points must have shape \(N, 3\) with N = 4 as feats, got \[4, 2\]"),
-        "points-count": (g, f, p[:3], r"trilinear: points must have shape \(N, 3\) with N = 4 as feats, got \[3, 3\]"),
-        "points-dtype": (g, f, p.double(), r"trilinear: points must have the dtype of feats \(Float\), got Double"),
-        "integer": (g.int(), f.int(), p.int(), r"trilinear: feats must be float64, float32, float16 or bfloat16, got Int"),
+    dev = str(f.device)
+    go = r"trilinear_backward: grad_out must have shape \(N, F\) = \(4, 5\), got "
+    go_dtype = r"trilinear_backward: grad_out must have the dtype of feats \(Float\), got "
+    sf = r"trilinear: feats must have shape \(N, 8, F\), got "
+    sp = r"trilinear: points must have shape \(N, 3\) with N = 4 as feats, got "
+    floating = r"trilinear: feats must be float64, float32, float16 or bfloat16, got "
+    rows = {
+        # grad_out: every rank but 2, each of its two sizes, its dtype, its device
+        "grad_out-rank-0": (g[0, 0], f, p, go + r"\[\]"),
+        "grad_out-rank-1": (g[0], f, p, go + r"\[5\]"),
+        "grad_out-rank-1-N": (g[:, 0], f, p, go + r"\[4\]"),
+        "grad_out-rank-3": (g[..., None], f, p, go + r"\[4, 5, 1\]"),
+        "grad_out-rank-3-lead": (g[None], f, p, go + r"\[1, 4, 5\]"),
+        "grad_out-N-3": (g[:3], f, p, go + r"\[3, 5\]"),
+        "grad_out-N-5": (torch.cat([g, g[:1]]), f, p, go + r"\[5, 5\]"),
+        "grad_out-F-4": (g[:, :4], f, p, go + r"\[4, 4\]"),
+        "grad_out-F-6": (torch.cat([g, g[:, :1]], 1), f, p, go + r"\[4, 6\]"),
+        "grad_out-transposed-shape": (g.t(), f, p, go + r"\[5, 4\]"),
+        "grad_out-double": (g.double(), f, p, go_dtype + "Double"),
+        "grad_out-half": (g.half(), f, p, go_dtype + "Half"),
+        "grad_out-int": (g.int(), f, p, go_dtype + "Int"),
+        "grad_out-meta": (g.to("meta"), f, p,
+                          rf"trilinear_backward: grad_out must be on the device of feats \({dev}\), got meta"),
+        # feats: every rank but 3, the corner count, and N and F against the others
+        "feats-rank-0": (g, f[0, 0, 0], p, sf + r"\[\]"),
+        "feats-rank-1": (g, f[0, :, 0], p, sf + r"\[8\]"),
+        "feats-rank-2": (g, f[:, :, 0], p, sf + r"\[4, 8\]"),
+        "feats-rank-4": (g, f[..., None], p, sf + r"\[4, 8, 5, 1\]"),
+        "feats-rank-4-lead": (g, f[None], p, sf + r"\[1, 4, 8, 5\]"),
+        "feats-corners-7": (g, f[:, :7], p, sf + r"\[4, 7, 5\]"),
+        "feats-corners-9": (g, torch.cat([f, f[:, :1]], 1), p, sf + r"\[4, 9, 5\]"),
+        "feats-N-5": (g, torch.cat([f, f[:1]]), p,
+                      r"trilinear: points must have shape \(N, 3\) with N = 5 as feats, got \[4, 3\]"),
+        "feats-F-6": (g, torch.cat([f, f[..., :1]], 2), p,
+                      r"trilinear_backward: grad_out must have shape \(N, F\) = \(4, 6\), got \[4, 5\]"),
+        # points: every rank but 2, the count N and the width 3
+        "points-rank-0": (g, f, p[0, 0], sp + r"\[\]"),
+        "points-rank-1": (g, f, p[:, 0], sp + r"\[4\]"),
+        "points-rank-1-3": (g, f, p[0], sp + r"\[3\]"),
+        "points-rank-3": (g, f, p[..., None], sp + r"\[4, 3, 1\]"),
+        "points-rank-3-lead": (g, f, p[None], sp + r"\[1, 4, 3\]"),
+        "points-width-2": (g, f, p[:, :2], sp + r"\[4, 2\]"),
+        "points-width-4": (g, f, torch.cat([p, p[:, :1]], 1), sp + r"\[4, 4\]"),
+        "points-count-3": (g, f, p[:3], sp + r"\[3, 3\]"),
+        "points-count-5": (g, f, torch.cat([p, p[:1]]), sp + r"\[5, 3\]"),
+        # dtypes: the four floating types only, the same for all three
+        "int32": (g.int(), f.int(), p.int(), floating + "Int"),
+        "int64": (g.long(), f.long(), p.long(), floating + "Long"),
+        "bool": (g > 0, f > 0, p > 0, floating + "Bool"),
+        "complex64": (g.to(torch.complex64), f.to(torch.complex64), p.to(torch.complex64), floating + "ComplexFloat"),
+        "float8": (g.to(torch.float8_e4m3fn), f.to(torch.float8_e4m3fn), p.to(torch.float8_e4m3fn),
+                   floating + "Float8_e4m3fn"),
+        "points-double": (g, f, p.double(), r"trilinear: points must have the dtype of feats \(Float\), got Double"),
+        "points-half": (g, f, p.half(), r"trilinear: points must have the dtype of feats \(Float\), got Half"),
+        "feats-double": (g, f.double(), p, r"trilinear: points must have the dtype of feats \(Double\), got Float"),
+        # devices: one device for all, the CPU or a CUDA GPU
+        "meta": (g.to("meta"), f.to("meta"), p.to("meta"), r"trilinear: tensors must be on the CPU or a CUDA GPU, got meta"),
+        "points-meta": (g, f, p.to("meta"),
+                        rf"trilinear: feats and points must be on the same device, got feats on {dev} and points on meta"),
+        "feats-meta": (g, f.to("meta"), p,
+                       rf"trilinear: feats and points must be on the same device, got feats on meta and points on {dev}"),
     }
     if device == "cuda":
-        cases["points-on-cpu"] = (g, f, p.cpu(), r"trilinear: feats and points must be on the same device, "
-                                                 r"got feats on cuda:0 and points on cpu")
-        cases["grad-on-cpu"] = (g.cpu(), f, p, r"trilinear_backward: grad_out must be on the device of feats "
+        rows["grad_out-cpu"] = (g.cpu(), f, p, r"trilinear_backward: grad_out must be on the device of feats "
                                                r"\(cuda:0\), got cpu")
-    return cases
+        rows["points-cpu"] = (g, f, p.cpu(), r"trilinear: feats and points must be on the same device, "
+                                             r"got feats on cuda:0 and points on cpu")
+        rows["feats-cpu"] = (g, f.cpu(), p, r"trilinear: feats and points must be on the same device, "
+                                            r"got feats on cpu and points on cuda:0")
+        rows["all-cpu-grad_out-cuda"] = (g, f.cpu(), p.cpu(), r"trilinear_backward: grad_out must be on the device "
+                                                              r"of feats \(cpu\), got cuda:0")
+    return rows
 
 
-BAD_CASES = list(_bad("cpu")) + ["points-on-cpu", "grad-on-cpu"]
+BAD_BACKWARD = list(_bad_backward("cpu")) + ["grad_out-cpu", "points-cpu", "feats-cpu", "all-cpu-grad_out-cuda"]
 
 
-@pytest.mark.parametrize("case", BAD_CASES)
+@pytest.mark.parametrize("case", BAD_BACKWARD)
 def test_bad_backward_inputs(ext, device, case):
-    cases = _bad(device)
-    if case not in cases:
+    """Each bad argument is refused with its message, whatever gradients are asked for."""
+    rows = _bad_backward(device)
+    if case not in rows:
         pytest.skip("a CPU/CUDA mix needs a GPU")
-    g, f, p, message = cases[case]
-    with pytest.raises(RuntimeError, match=message):
-        ext.backward(g, f, p)
+    g, f, p, message = rows[case]
+    for need_feats, need_points in [(True, True), (True, False), (False, True), (False, False)]:
+        with expect_error(message, what=f"backward with {case}, need_feats={need_feats}, need_points={need_points}"):
+            ext.backward(g, f, p, need_feats, need_points)
+    # The comparison kernel runs the same checks before its own.
+    with expect_error(message, what=f"points_grad_atomic with {case}"):
+        ext.points_grad_atomic(g, f, p)
+    if message.startswith("trilinear: "):  # a problem with feats or points: the forward refuses it too
+        with expect_error(message, what=f"forward with {case}"):
+            ext.forward(f, p)
 
 
-# ---------------------------------------------------------------------------- GELU
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16, torch.bfloat16], ids=str)
+def test_good_inputs_pass_the_checks(ext, device, dtype):
+    """The checks refuse what they must and nothing else: every floating dtype, any N and F."""
+    for N, F in [(4, 5), (1, 1), (0, 3), (3, 0)]:
+        grad_out, feats, points = inputs(N, F, device, dtype)
+        grad_feats, grad_points = ext.backward(grad_out, feats, points)
+        assert grad_feats.shape == (N, 8, F) and grad_points.shape == (N, 3)
 
-# Large |x| (Phi saturates at 0 or 1, phi underflows to 0), zero, tiny and ordinary values.
-GELU_VALUES = torch.tensor([-30.0, -8.0, -3.0, -1.0, -1e-3, 0.0, 1e-3, 0.5, 1.0, 3.0, 8.0, 30.0])
+
+# ---------------------------------------------------------------------------- GELU forward, layouts, checks
 
 
-def gelu_inputs(device, dtype):
-    return torch.cat([GELU_VALUES, torch.randn(10_000) * 3]).to(device=device, dtype=dtype)
-
-
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16, torch.bfloat16], ids=str)
 def test_gelu_forward(ext, device, dtype):
     x = gelu_inputs(device, dtype)
     with poisoned_empty():
         out = ext.gelu_forward(x)
     # torch's default GELU (approximate="none") is the exact erf form, like ours.
-    assert_close(out, Fn.gelu(x.double()).to(dtype), dtype, what="gelu")
+    assert_matches(out, Fn.gelu(x.double().cpu()), dtype, what="gelu_forward")
 
 
-@pytest.mark.exercise("gelu-derivative")
-def test_gelu_backward(ext, device, dtype):
-    x = gelu_inputs(device, dtype)
-    grad_out = torch.randn_like(x)
-    x64 = x.double().requires_grad_()
-    Fn.gelu(x64).backward(grad_out.double())  # torch's own GELU and its autograd
+def _gelu_layouts(x):
+    """name -> a view of values shaped like x (2-D), in another layout, on a storage at least as large."""
+    R, C = x.shape
+    dev, dt = x.device, x.dtype
+
+    def fresh(*shape):
+        return (torch.randn(*shape, dtype=torch.float64) * 3).to(dev, dt)
+
+    flat = fresh(R * C + 3)
+    return {
+        "transposed": x.t().contiguous().t(),
+        "sliced": fresh(R, 2 * C)[:, ::2],
+        "offset": fresh(R + 1, C + 3)[1:, 3:],
+        "offset-contiguous": flat[3:].view(R, C),
+        "expanded-scalar": flat[1].expand(R, C),
+        "expanded-rows": x[:1].expand(R, C),
+        "expanded-columns": x[:, :1].expand(R, C),
+    }
+
+
+@pytest.mark.parametrize("which", ["x", "grad_out"])
+@pytest.mark.parametrize("case", list(_gelu_layouts(torch.zeros(2, 2))))
+def test_gelu_strided_inputs(ext, device, which, case):
+    x = (torch.randn(33, 40, dtype=torch.float64) * 3).to(device)
+    grad_out = torch.randn(33, 40, dtype=torch.float64, device=device)
+    if which == "x":
+        x = _gelu_layouts(x)[case]
+        with poisoned_empty():
+            out = ext.gelu_forward(x)
+        assert out.shape == x.shape
+        assert_float64(out, Fn.gelu(x.cpu()), what=f"gelu_forward of x {case}")
+    else:
+        grad_out = _gelu_layouts(grad_out)[case]
     with poisoned_empty():
         grad_in = ext.gelu_backward(grad_out, x)
-    assert_close(grad_in, x64.grad.to(dtype), dtype, what="gelu backward")
+    assert grad_in.shape == x.shape
+    assert_float64(grad_in, gelu_grad_ref(grad_out, x), what=f"gelu_backward with {which} {case}")
 
 
-@pytest.mark.exercise("gelu-derivative")
-def test_gelu_derivative_special_values(ext, device):
-    # gelu'(x) -> 0 for x -> -inf, 1/2 at 0, -> 1 for x -> +inf; 1.0833 at x = 1 (Phi(1) + phi(1)).
-    x = torch.tensor([-30.0, 0.0, 1.0, 30.0], dtype=torch.float64, device=device)
-    d = ext.gelu_backward(torch.ones_like(x), x)
-    torch.testing.assert_close(d.cpu(), torch.tensor([0.0, 0.5, 1.0833154705876864, 1.0], dtype=torch.float64))
-
-
-def test_gelu_keeps_shape_and_layout(ext, device):
-    x = torch.randn(6, 5, device=device).t()
-    torch.testing.assert_close(ext.gelu_forward(x), Fn.gelu(x))
+def test_gelu_keeps_shape(ext, device):
+    x = torch.randn(2, 3, 4, device=device)
+    assert ext.gelu_forward(x).shape == (2, 3, 4)
+    assert ext.gelu_backward(torch.randn_like(x), x).shape == (2, 3, 4)
+    assert ext.gelu_forward(torch.tensor(0.5, device=device)).shape == ()
     assert ext.gelu_forward(torch.empty(0, 3, device=device)).shape == (0, 3)
     assert ext.gelu_backward(torch.empty(0, 3, device=device), torch.empty(0, 3, device=device)).shape == (0, 3)
 
@@ -290,24 +669,55 @@ def test_gelu_unaligned(ext, device, dtype):
     grad_out = torch.randn(10_001, device=device).to(dtype)[1:]
     with poisoned_empty():
         out, grad_in = ext.gelu_forward(x), ext.gelu_backward(grad_out, x)
-    x64 = x.double().requires_grad_()
-    Fn.gelu(x64).backward(grad_out.double())
-    assert_close(out, Fn.gelu(x.double()).to(dtype), dtype, what="gelu")
-    assert_close(grad_in, x64.grad.to(dtype), dtype, what="gelu backward")
+    assert_matches(out, Fn.gelu(x.double().cpu()), dtype, what="gelu_forward")
+    assert_matches(grad_in, gelu_grad_ref(grad_out, x), dtype, what="gelu_backward")
 
 
-@pytest.mark.parametrize("case", ["integer", "grad-shape", "grad-dtype"])
-def test_gelu_bad_inputs(ext, device, case):
-    x = torch.randn(4, device=device)
-    messages = {
-        "integer": r"gelu: x must be float64, float32, float16 or bfloat16, got Int",
-        "grad-shape": r"gelu_backward: grad_out must have the shape of x \(\[4\]\), got \[5\]",
-        "grad-dtype": r"gelu_backward: grad_out must have the dtype of x \(Float\), got Double",
+def _bad_gelu(device):
+    """name -> (function, args, message)."""
+    x = torch.randn(2, 3, device=device)
+    dev = str(x.device)
+    floating = r"gelu: x must be float64, float32, float16 or bfloat16, got "
+    shape = r"gelu_backward: grad_out must have the shape of x \(\[2, 3\]\), got "
+    dtype = r"gelu_backward: grad_out must have the dtype of x \(Float\), got "
+    rows = {
+        "forward-int": ("gelu_forward", (x.int(),), floating + "Int"),
+        "forward-bool": ("gelu_forward", (x > 0,), floating + "Bool"),
+        "forward-complex": ("gelu_forward", (x.to(torch.complex64),), floating + "ComplexFloat"),
+        "forward-float8": ("gelu_forward", (x.to(torch.float8_e5m2),), floating + "Float8_e5m2"),
+        "forward-meta": ("gelu_forward", (x.to("meta"),), r"gelu: tensors must be on the CPU or a CUDA GPU, got meta"),
+        "backward-int": ("gelu_backward", (x.int(), x.int()), floating + "Int"),
+        "backward-x-int": ("gelu_backward", (x, x.int()), floating + "Int"),
+        "backward-float8": ("gelu_backward", (x.to(torch.float8_e4m3fn), x.to(torch.float8_e4m3fn)),
+                            floating + "Float8_e4m3fn"),
+        "grad-rank-0": ("gelu_backward", (x[0, 0], x), shape + r"\[\]"),
+        "grad-rank-1": ("gelu_backward", (x[0], x), shape + r"\[3\]"),
+        "grad-rank-3": ("gelu_backward", (x[..., None], x), shape + r"\[2, 3, 1\]"),
+        "grad-rank-3-lead": ("gelu_backward", (x[None], x), shape + r"\[1, 2, 3\]"),
+        "grad-dim-0": ("gelu_backward", (torch.cat([x, x[:1]]), x), shape + r"\[3, 3\]"),
+        "grad-dim-1": ("gelu_backward", (x[:, :2], x), shape + r"\[2, 2\]"),
+        "grad-transposed-shape": ("gelu_backward", (x.t(), x), shape + r"\[3, 2\]"),
+        "grad-double": ("gelu_backward", (x.double(), x), dtype + "Double"),
+        "grad-half": ("gelu_backward", (x.half(), x), dtype + "Half"),
+        "grad-int": ("gelu_backward", (x.int(), x), dtype + "Int"),
+        "grad-meta": ("gelu_backward", (x.to("meta"), x),
+                      rf"gelu_backward: grad_out must be on the device of x \({dev}\), got meta"),
+        "backward-meta": ("gelu_backward", (x.to("meta"), x.to("meta")),
+                          r"gelu: tensors must be on the CPU or a CUDA GPU, got meta"),
     }
-    with pytest.raises(RuntimeError, match=messages[case]):
-        if case == "integer":
-            ext.gelu_forward(x.int())
-        elif case == "grad-shape":
-            ext.gelu_backward(torch.randn(5, device=device), x)
-        else:
-            ext.gelu_backward(x.double(), x)
+    if device == "cuda":
+        rows["grad-cpu"] = ("gelu_backward", (x.cpu(), x),
+                            r"gelu_backward: grad_out must be on the device of x \(cuda:0\), got cpu")
+        rows["x-cpu"] = ("gelu_backward", (x, x.cpu()),
+                         r"gelu_backward: grad_out must be on the device of x \(cpu\), got cuda:0")
+    return rows
+
+
+@pytest.mark.parametrize("case", list(_bad_gelu("cpu")) + ["grad-cpu", "x-cpu"])
+def test_gelu_bad_inputs(ext, device, case):
+    rows = _bad_gelu(device)
+    if case not in rows:
+        pytest.skip("a CPU/CUDA mix needs a GPU")
+    fn, args, message = rows[case]
+    with expect_error(message, what=f"{fn} with {case}"):
+        getattr(ext, fn)(*args)

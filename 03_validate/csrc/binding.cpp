@@ -15,4 +15,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("forward_vectorized", [](const at::Tensor& feats, const at::Tensor& points) {
           return trilinear_forward(feats, points, Mapping::vectorized);
         }, "f on threadIdx.x, 16-byte loads when F allows; else as forward", py::arg("feats"), py::arg("points"));
+  m.def("pack_size", &pack_size,
+        "Scalars per 16-byte pack that forward_vectorized uses for these addresses and F; 0: it falls back to forward",
+        py::arg("F"), py::arg("element_size"), py::arg("feats_address"), py::arg("out_address"));
 }

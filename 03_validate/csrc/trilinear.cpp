@@ -22,6 +22,20 @@ void check_trilinear_inputs(const at::Tensor& feats, const at::Tensor& points) {
               "trilinear: tensors must be on the CPU or a CUDA GPU, got ", feats.device());
 }
 
+int64_t pack_size(int64_t F, int64_t element_size, uintptr_t feats_address, uintptr_t out_address) {
+  TORCH_CHECK(element_size == 2 || element_size == 4 || element_size == 8,
+              "pack_size: element_size must be 2, 4 or 8 bytes, got ", element_size);
+  TORCH_CHECK(F >= 0, "pack_size: F must be >= 0, got ", F);
+  // BEGIN SOLUTION vectorized-kernel
+  const int64_t pack = 16 / element_size;  // one 16-byte load: 2 doubles, 4 floats, 8 halves
+  // Row r of feats starts r * F elements after feats_address, row n of out n * F after
+  // out_address. Every row starts on 16 bytes, and ends on a whole pack, exactly when F
+  // is a multiple of the pack and both base addresses are multiples of 16.
+  const bool aligned = feats_address % 16 == 0 && out_address % 16 == 0;
+  return F % pack == 0 && aligned ? pack : 0;
+  // END SOLUTION
+}
+
 at::Tensor trilinear_forward(const at::Tensor& feats_in, const at::Tensor& points_in, Mapping mapping) {
   check_trilinear_inputs(feats_in, points_in);
   // The kernels index with plain strides of a packed layout, so we make the

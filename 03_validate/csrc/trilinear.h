@@ -14,6 +14,8 @@
 #include <ATen/core/Tensor.h>
 #include <c10/macros/Macros.h>
 
+#include <cstdint>
+
 // The weight of corner k. C10_HOST_DEVICE (= __host__ __device__ under nvcc,
 // nothing under a C++ compiler) lets the CPU and the CUDA kernel share it.
 // T is the arithmetic type: float for float/half/bfloat16 inputs, double for double.
@@ -40,6 +42,12 @@ enum class Mapping {
   naive,       // n on threadIdx.x, as in many tutorials (uncoalesced)
   vectorized,  // f on threadIdx.x, 16 bytes (4 floats) per thread and load
 };
+
+// How many scalars forward_vectorized moves per 16-byte load and store (2 doubles,
+// 4 floats, 8 halves) for features with F per row, feats starting at byte address
+// `feats_address` and out at `out_address`; 0 when 16-byte packs would not fit
+// (the coalesced kernel runs instead). Host code: built and testable without a GPU.
+int64_t pack_size(int64_t F, int64_t element_size, uintptr_t feats_address, uintptr_t out_address);
 
 // The entry point: checks, then runs the CPU or the CUDA kernel.
 at::Tensor trilinear_forward(const at::Tensor& feats, const at::Tensor& points, Mapping mapping);

@@ -60,14 +60,11 @@ template <typename scalar_t>
 __global__ void forward_naive(const scalar_t* __restrict__ feats, const scalar_t* __restrict__ points,
                               scalar_t* __restrict__ out, int64_t N, int64_t F) {
   using opmath_t = at::opmath_type<scalar_t>;
-  // BEGIN SOLUTION naive-index
-  // STUB: const int64_t n = N, f = F; if (n >= N) return;  // writes nothing
   const int64_t n = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t f = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y;
   if (n >= N || f >= F) {
     return;
   }
-  // END SOLUTION
   opmath_t weight[8];
   weights_of(points, n, weight);
   opmath_t acc = 0;
@@ -85,12 +82,16 @@ struct alignas(16) Pack {
   scalar_t v[size];
 };
 
-// As forward_coalesced, with a Pack of features per thread; needs F % Pack::size == 0.
+// As forward_coalesced, with a Pack of features per thread and corner. Launched only
+// when pack_size() (trilinear.cpp) says that the packs fit these tensors.
+// block (tx, ty): tx threads along the packs of a row, ty cubes per block; grid.x = ceil(N / ty).
 template <typename scalar_t>
 __global__ void forward_vectorized(const scalar_t* __restrict__ feats, const scalar_t* __restrict__ points,
                                    scalar_t* __restrict__ out, int64_t N, int64_t F) {
   using opmath_t = at::opmath_type<scalar_t>;
   using P = Pack<scalar_t>;
+  // BEGIN SOLUTION vectorized-kernel
+  // STUB: (void)feats; (void)points; (void)out; (void)N; (void)F;  // writes nothing: out keeps what at::empty left
   const int64_t n = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
   if (n >= N) {
     return;
@@ -117,6 +118,7 @@ __global__ void forward_vectorized(const scalar_t* __restrict__ feats, const sca
     }
     out_n[p] = y;  // one 16-byte store
   }
+  // END SOLUTION
 }
 
 // Threads along f for the coalesced kernels: F (in units of `width` elements)
@@ -143,16 +145,19 @@ void trilinear_forward_cuda(const at::Tensor& feats, const at::Tensor& points, a
     const scalar_t* f = feats.const_data_ptr<scalar_t>();
     const scalar_t* p = points.const_data_ptr<scalar_t>();
     scalar_t* o = out.mutable_data_ptr<scalar_t>();
-    constexpr int pack = Pack<scalar_t>::size;
-    // Pack loads need every row to start on a 16-byte boundary: F a multiple of
-    // the pack and 16-byte aligned base pointers (fresh tensors are 256-byte aligned).
-    const bool packs_fit = F % pack == 0 && reinterpret_cast<uintptr_t>(f) % 16 == 0 &&
-                           reinterpret_cast<uintptr_t>(o) % 16 == 0;
+    // Pack loads need every row to start on a 16-byte boundary; pack_size (trilinear.cpp)
+    // decides from F and the two base addresses (fresh tensors are 256-byte aligned,
+    // slices need not be). 0: no packs, the coalesced kernel runs instead.
+    const int64_t pack = mapping == Mapping::vectorized
+                             ? pack_size(F, sizeof(scalar_t), reinterpret_cast<uintptr_t>(f), reinterpret_cast<uintptr_t>(o))
+                             : 0;
     if (mapping == Mapping::naive) {
       const dim3 block(32, 8);
       const dim3 grid(grid_size(N, block.x, max_x), grid_size(F, block.y, max_y));
       forward_naive<scalar_t><<<grid, block, 0, stream>>>(f, p, o, N, F);
-    } else if (mapping == Mapping::vectorized && packs_fit) {
+    } else if (pack != 0) {
+      TORCH_CHECK(pack == Pack<scalar_t>::size, "trilinear: pack_size gave ", pack, " for ", feats.scalar_type(),
+                  ", whose 16-byte pack holds ", Pack<scalar_t>::size, " elements");
       const dim3 block = row_block(F / pack);
       forward_vectorized<scalar_t><<<grid_size(N, block.y, max_x), block, 0, stream>>>(f, p, o, N, F);
     } else {

@@ -8,8 +8,10 @@
 #include <c10/util/Exception.h>
 
 static void check_gelu_input(const at::Tensor& x, const char* name) {
-  TORCH_CHECK(at::isFloatingType(x.scalar_type()), "gelu: ", name,
-              " must be float64, float32, float16 or bfloat16, got ", x.scalar_type());
+  // Named one by one: at::isFloatingType would also let the float8 types through.
+  const at::ScalarType dtype = x.scalar_type();
+  TORCH_CHECK(dtype == at::kDouble || dtype == at::kFloat || dtype == at::kHalf || dtype == at::kBFloat16, "gelu: ",
+              name, " must be float64, float32, float16 or bfloat16, got ", dtype);
   TORCH_CHECK(x.is_cpu() || x.is_cuda(), "gelu: tensors must be on the CPU or a CUDA GPU, got ", x.device());
 }
 

@@ -87,6 +87,52 @@ void trilinear_forward_cuda(const at::Tensor& feats, const at::Tensor& points, a
 // same every run):
 //   1. inside each warp, with register shuffles (no memory at all);
 //   2. across the warps of the row, through shared memory; one thread writes.
+
+// The points-gradient reduction (exercise points-reduction, README section 5).
+// Every thread of the block calls it, valid or not, with its partial sums
+// (gx, gy, gz) over the features it handled; threads of rows past the last cube
+// (valid = false) bring zeros. The block is (blockDim.x, blockDim.y) with
+// blockDim.x a multiple of 32 and blockDim.x * blockDim.y = 256: row threadIdx.y
+// owns cube n. On return, grad_points[3 n + d] = 1/2 * (sum of the row's partials
+// for d), written once per valid cube, rounded to scalar_t once.
+template <typename scalar_t, typename opmath_t>
+__device__ __forceinline__ void reduce_points_grad(opmath_t gx, opmath_t gy, opmath_t gz, bool valid, int64_t n,
+                                                   scalar_t* __restrict__ grad_points) {
+  // BEGIN SOLUTION points-reduction
+  // STUB: if (valid && threadIdx.x == 0) { for (int d = 0; d < 3; ++d) grad_points[3 * n + d] = static_cast<scalar_t>(opmath_t(0) / opmath_t(0)); }
+  // 1. Warp: after the loop, lane 0 holds the sum of the warp's 32 values.
+  //    blockDim.x is a multiple of 32, so a warp never spans two rows.
+  for (int offset = 16; offset > 0; offset /= 2) {
+    gx += __shfl_down_sync(0xffffffffu, gx, offset);
+    gy += __shfl_down_sync(0xffffffffu, gy, offset);
+    gz += __shfl_down_sync(0xffffffffu, gz, offset);
+  }
+  // 2. Row: lane 0 of each warp leaves its sum in shared memory (at most 8
+  //    warps in a 256-thread block); the row's first thread adds them up.
+  __shared__ opmath_t partial[8][3];
+  const int warp = (threadIdx.y * blockDim.x + threadIdx.x) / 32;
+  if (threadIdx.x % 32 == 0) {
+    partial[warp][0] = gx;
+    partial[warp][1] = gy;
+    partial[warp][2] = gz;
+  }
+  __syncthreads();
+  if (valid && threadIdx.x == 0) {
+    const int warps_per_row = blockDim.x / 32;
+    opmath_t sum[3] = {0, 0, 0};
+    for (int i = warp; i < warp + warps_per_row; ++i) {
+      for (int d = 0; d < 3; ++d) {
+        sum[d] += partial[i][d];
+      }
+    }
+    // du/dx = 1/2: the chain rule through u = (x + 1) / 2.
+    for (int d = 0; d < 3; ++d) {
+      grad_points[3 * n + d] = static_cast<scalar_t>(opmath_t(0.5) * sum[d]);
+    }
+  }
+  // END SOLUTION
+}
+
 template <typename scalar_t, int VEC, bool NEED_FEATS, bool NEED_POINTS>
 __global__ void backward_cuda_kernel(const scalar_t* __restrict__ grad_out, const scalar_t* __restrict__ feats,
                                      const scalar_t* __restrict__ points, scalar_t* __restrict__ grad_feats,
@@ -149,39 +195,7 @@ __global__ void backward_cuda_kernel(const scalar_t* __restrict__ grad_out, cons
     }
   }
   if constexpr (NEED_POINTS) {
-    // BEGIN SOLUTION points-reduction
-    // STUB: if (valid && threadIdx.x == 0) { for (int d = 0; d < 3; ++d) grad_points[3 * n + d] = static_cast<scalar_t>(opmath_t(0) / opmath_t(0)); }
-    // 1. Warp: after the loop, lane 0 holds the sum of the warp's 32 values.
-    //    blockDim.x is a multiple of 32, so a warp never spans two rows.
-    for (int offset = 16; offset > 0; offset /= 2) {
-      gx += __shfl_down_sync(0xffffffffu, gx, offset);
-      gy += __shfl_down_sync(0xffffffffu, gy, offset);
-      gz += __shfl_down_sync(0xffffffffu, gz, offset);
-    }
-    // 2. Row: lane 0 of each warp leaves its sum in shared memory (at most 8
-    //    warps in a 256-thread block); the row's first thread adds them up.
-    __shared__ opmath_t partial[8][3];
-    const int warp = (threadIdx.y * blockDim.x + threadIdx.x) / 32;
-    if (threadIdx.x % 32 == 0) {
-      partial[warp][0] = gx;
-      partial[warp][1] = gy;
-      partial[warp][2] = gz;
-    }
-    __syncthreads();
-    if (valid && threadIdx.x == 0) {
-      const int warps_per_row = blockDim.x / 32;
-      opmath_t sum[3] = {0, 0, 0};
-      for (int i = warp; i < warp + warps_per_row; ++i) {
-        for (int d = 0; d < 3; ++d) {
-          sum[d] += partial[i][d];
-        }
-      }
-      // du/dx = 1/2: the chain rule through u = (x + 1) / 2.
-      for (int d = 0; d < 3; ++d) {
-        grad_points[3 * n + d] = static_cast<scalar_t>(opmath_t(0.5) * sum[d]);
-      }
-    }
-    // END SOLUTION
+    reduce_points_grad<scalar_t, opmath_t>(gx, gy, gz, valid, n, grad_points);
   }
 }
 

@@ -1,29 +1,181 @@
-"""Plausible wrong solutions for chapter 03; each must fail at least one test."""
+"""Plausible wrong solutions for chapter 03; each must fail at least one test of its exercise."""
 
 from coursekit.exercises import Variant
 
+# The timer's body, piece by piece, so that the variants below can rewrite several pieces at once.
+WARMUP = ("    for _ in range(warmup):  # first calls pay for lazy loading, allocation, caches\n"
+          "        fn()\n"
+          "    times = []\n")
+CUDA_LOOP = ("        for start, end in pairs:\n"
+             "            start.record()  # on the current stream: the one fn() queues its kernels on\n"
+             "            fn()\n"
+             "            end.record()\n"
+             "        torch.cuda.synchronize(device)  # wait until the GPU has stamped every event\n"
+             "        times = [start.elapsed_time(end) for start, end in pairs]\n")
+CPU_LOOP = ("        for _ in range(reps):\n"
+            "            start = time.perf_counter()\n"
+            "            fn()\n"
+            "            times.append((time.perf_counter() - start) * 1e3)\n")
+BETWEEN = ("    if cuda:\n"
+           "        pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]\n")
+TIMER = WARMUP + BETWEEN + CUDA_LOOP + "    else:\n" + CPU_LOOP
+
 VARIANTS = [
+    # ---- reference: the formula
     Variant("reference-swapped-axes", "the reference pairs offsets with (u, w, v) instead of (u, v, w)",
             "reference.py", "uvw = (points + 1) / 2  # (N, 3)", "uvw = ((points + 1) / 2)[:, [0, 2, 1]]  # (N, 3)"),
     Variant("reference-no-unit-mapping", "the reference uses x in [-1, 1] as the weight instead of u = (x + 1) / 2",
             "reference.py", "uvw = (points + 1) / 2  # (N, 3)", "uvw = points  # (N, 3)"),
     Variant("reference-sum-not-product", "adds the three per-axis factors instead of multiplying them",
             "reference.py", "return factors.prod(dim=2)", "return factors.sum(dim=2) / 3"),
+    Variant("reference-not-differentiable", "detaches the weights: no gradient reaches the points",
+            "reference.py", "return factors.prod(dim=2)", "return factors.prod(dim=2).detach()"),
+    # ---- reference: its precision promise
+    Variant("reference-in-storage-type", "computes float16/bfloat16 inputs in their own type, rounding at every step",
+            "reference.py", "compute = torch.promote_types(feats.dtype, torch.float32)", "compute = feats.dtype"),
+    Variant("reference-always-float32", "computes every dtype in float32, float64 included",
+            "reference.py", "compute = torch.promote_types(feats.dtype, torch.float32)", "compute = torch.float32"),
+    Variant("reference-weights-in-storage-type", "computes the weights in the half type, only the sum in float",
+            "reference.py", "weights = corner_weights(points.to(compute))", "weights = corner_weights(points).to(compute)"),
+    Variant("reference-products-in-storage-type", "rounds each weight * feature product to the half type before the sum",
+            "reference.py", "out = (weights[:, :, None] * feats.to(compute)).sum(dim=1)",
+            "out = (weights[:, :, None].to(feats.dtype) * feats).to(compute).sum(dim=1)"),
+    Variant("reference-float32-coordinates", "maps the points to [0, 1] in float32 whatever their dtype",
+            "reference.py", "uvw = (points + 1) / 2  # (N, 3)", "uvw = (points.float() + 1) / 2  # (N, 3)"),
+    # ---- timer: the statistic and the number of calls
     Variant("timer-mean", "averages the timed calls instead of taking the median",
             "stopwatch.py", "return statistics.median(times)", "return statistics.mean(times)"),
     Variant("timer-no-warmup", "skips the warm-up calls",
             "stopwatch.py", "    for _ in range(warmup):  # first calls", "    for _ in range(0):  # first calls"),
+    Variant("timer-one-call-too-few", "times reps - 1 calls",
+            "stopwatch.py", "        for _ in range(reps):\n", "        for _ in range(reps - 1):\n"),
+    Variant("timer-drops-first-timed-call", "treats the first timed call as one more warm-up and leaves it out of the median",
+            "stopwatch.py", "return statistics.median(times)", "return statistics.median(times[1:] or times)"),
+    Variant("timer-last-warmup-timed", "one warm-up call fewer and one timed call more: the last warm-up is in the median",
+            "stopwatch.py", TIMER,
+            TIMER.replace("range(warmup)", "range(max(warmup - 1, 0))").replace(
+                "        for _ in range(reps):\n", "        for _ in range(reps + min(warmup, 1)):\n")),
+    # ---- timer: warm-up leaking into the measurement, on the CPU
+    Variant("timer-times-warmup", "times the warm-up calls too and keeps them in the median",
+            "stopwatch.py", WARMUP,
+            "    times = []\n"
+            "    for _ in range(warmup):  # timed like the others\n"
+            "        start = time.perf_counter()\n"
+            "        fn()\n"
+            "        times.append((time.perf_counter() - start) * 1e3)\n"),
+    Variant("timer-clock-started-before-warmup", "a lap timer whose clock starts before the warm-up loop",
+            "stopwatch.py", TIMER,
+            "    lap = time.perf_counter()\n" + TIMER.replace(CPU_LOOP,
+                                                           "        for _ in range(reps):\n"
+                                                           "            fn()\n"
+                                                           "            now = time.perf_counter()\n"
+                                                           "            times.append((now - lap) * 1e3)\n"
+                                                           "            lap = now\n")),
+    Variant("timer-one-block", "times all reps as one block and divides: a mean, not a median",
+            "stopwatch.py", CPU_LOOP,
+            "        start = time.perf_counter()\n"
+            "        for _ in range(reps):\n"
+            "            fn()\n"
+            "        times = [(time.perf_counter() - start) * 1e3 / reps]\n"),
+    # ---- timer: on a GPU
     Variant("timer-no-sync", "reads the CUDA events before the GPU has reached them",
             "stopwatch.py", "        torch.cuda.synchronize(device)  # wait", "        pass  # wait", cuda_only=True),
+    Variant("timer-events-before-warmup", "records the first start event before the warm-up calls",
+            "stopwatch.py", TIMER,
+            "    if cuda:\n"
+            "        pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]\n"
+            "        pairs[0][0].record()\n"
+            + WARMUP + "    if cuda:\n"
+            + CUDA_LOOP.replace("            start.record()  # on", "            if start is not pairs[0][0]: start.record()  # on")
+            + "    else:\n" + CPU_LOOP, cuda_only=True),
+    Variant("timer-events-on-a-new-stream", "records the start events on a fresh stream instead of the current one",
+            "stopwatch.py", "            start.record()  # on the current", "            start.record(torch.cuda.Stream())  # on the current",
+            cuda_only=True),
+    Variant("timer-events-on-default-stream", "records the events on the default stream, not the current one",
+            "stopwatch.py", CUDA_LOOP,
+            CUDA_LOOP.replace("start.record()", "start.record(torch.cuda.default_stream())").replace(
+                "end.record()", "end.record(torch.cuda.default_stream())"), cuda_only=True),
+    Variant("timer-cuda-no-sync-after-warmup", "perf_counter and a synchronize after each timed call, none before the first",
+            "stopwatch.py", CUDA_LOOP,
+            "        for _ in range(reps):\n"
+            "            start = time.perf_counter()\n"
+            "            fn()\n"
+            "            torch.cuda.synchronize(device)\n"
+            "            times.append((time.perf_counter() - start) * 1e3)\n", cuda_only=True),
+    Variant("timer-cuda-one-block", "one pair of events around all reps, divided by reps",
+            "stopwatch.py", CUDA_LOOP,
+            "        pairs[0][0].record()\n"
+            "        for _ in range(reps):\n"
+            "            fn()\n"
+            "        pairs[0][1].record()\n"
+            "        torch.cuda.synchronize(device)\n"
+            "        times = [pairs[0][0].elapsed_time(pairs[0][1]) / reps]\n", cuda_only=True),
+    # ---- vectorized-kernel: the launch decision (host code, graded on the CPU)
+    Variant("pack-ignores-alignment", "uses 16-byte packs on misaligned tensors",
+            "csrc/trilinear.cpp", "const bool aligned = feats_address % 16 == 0 && out_address % 16 == 0;",
+            "const bool aligned = true;"),
+    Variant("pack-ignores-F", "uses packs whatever F: rows start off 16 bytes and end in part packs",
+            "csrc/trilinear.cpp", "return F % pack == 0 && aligned ? pack : 0;", "return aligned ? pack : 0;"),
+    Variant("pack-F-at-least-one-pack", "asks for F >= pack instead of F % pack == 0",
+            "csrc/trilinear.cpp", "return F % pack == 0 && aligned ? pack : 0;", "return F >= pack && aligned ? pack : 0;"),
+    Variant("pack-always-4", "4 elements per pack whatever the dtype",
+            "csrc/trilinear.cpp", "const int64_t pack = 16 / element_size;", "const int64_t pack = 4;"),
+    Variant("pack-in-bytes", "the pack counted in bytes (16) instead of elements",
+            "csrc/trilinear.cpp", "const int64_t pack = 16 / element_size;", "const int64_t pack = 16;"),
+    Variant("pack-aligned-to-8", "checks 8-byte alignment instead of 16",
+            "csrc/trilinear.cpp", "const bool aligned = feats_address % 16 == 0 && out_address % 16 == 0;",
+            "const bool aligned = feats_address % 8 == 0 && out_address % 8 == 0;"),
+    Variant("pack-only-feats-aligned", "checks the alignment of feats, not of out",
+            "csrc/trilinear.cpp", "const bool aligned = feats_address % 16 == 0 && out_address % 16 == 0;",
+            "const bool aligned = feats_address % 16 == 0;"),
+    Variant("pack-alignment-in-elements", "checks the addresses modulo the pack (in elements) instead of 16 bytes",
+            "csrc/trilinear.cpp", "const bool aligned = feats_address % 16 == 0 && out_address % 16 == 0;",
+            "const bool aligned = feats_address % pack == 0 && out_address % pack == 0;"),
+    Variant("pack-rows-on-8-bytes", "asks F * element_size to be a multiple of 8 bytes instead of 16",
+            "csrc/trilinear.cpp", "return F % pack == 0 && aligned ? pack : 0;",
+            "return F * element_size % 8 == 0 && aligned ? pack : 0;"),
+    # ---- vectorized-kernel: the kernel (graded on a GPU)
+    Variant("vectorized-acc-in-storage-type", "accumulates the pack in scalar_t (half) instead of opmath_t",
+            "csrc/trilinear_cuda.cu", "opmath_t acc[P::size] = {};", "scalar_t acc[P::size] = {};", cuda_only=True),
+    Variant("vectorized-acc-in-float", "accumulates in float whatever the dtype: float64 loses its precision",
+            "csrc/trilinear_cuda.cu", "opmath_t acc[P::size] = {};", "float acc[P::size] = {};", cuda_only=True),
+    Variant("vectorized-row-stride-in-elements", "steps from corner row to corner row by F packs instead of F / pack",
+            "csrc/trilinear_cuda.cu", "const P x = f_n[k * packs + p];", "const P x = f_n[k * F + p];", cuda_only=True),
+    Variant("vectorized-cube-from-blockdim-x", "computes the cube index with blockDim.x instead of blockDim.y",
+            "csrc/trilinear_cuda.cu",
+            "blockIdx.x) * blockDim.y + threadIdx.y;\n  if (n >= N) {\n    return;\n  }\n  opmath_t weight[8];\n"
+            "  weights_of(points, n, weight);\n  const int64_t packs",
+            "blockIdx.x) * blockDim.x + threadIdx.y;\n  if (n >= N) {\n    return;\n  }\n  opmath_t weight[8];\n"
+            "  weights_of(points, n, weight);\n  const int64_t packs", cuda_only=True),
+    Variant("vectorized-one-pack-per-thread", "no loop over the row: packs past blockDim.x are never written",
+            "csrc/trilinear_cuda.cu", "for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {",
+            "for (int64_t p = threadIdx.x; p < packs && p < blockDim.x; p += blockDim.x) {", cuda_only=True),
+    Variant("vectorized-one-pack-past-the-row", "loops to p <= packs: one pack past the end of each row",
+            "csrc/trilinear_cuda.cu", "for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {",
+            "for (int64_t p = threadIdx.x; p <= packs; p += blockDim.x) {", cuda_only=True),
+    Variant("vectorized-packs-rounded-up", "counts the packs of a row rounding up and reads past F",
+            "csrc/trilinear_cuda.cu", "const int64_t packs = F / P::size;", "const int64_t packs = F / P::size + 1;",
+            cuda_only=True),
+    # ---- outside the exercises: the CPU loop, the checks and the layout (the chapter's own tests)
+    Variant("cpu-arithmetic-in-storage-type", "the CPU loop computes float16/bfloat16 in their own type",
+            "csrc/trilinear_cpu.cpp", "  using opmath_t = at::opmath_type<scalar_t>;", "  using opmath_t = scalar_t;"),
+    Variant("cpu-arithmetic-in-float", "the CPU loop computes in float whatever the dtype",
+            "csrc/trilinear_cpu.cpp", "  using opmath_t = at::opmath_type<scalar_t>;", "  using opmath_t = float;"),
+    Variant("forward-skips-contiguous-feats", "passes feats to the kernels without making it contiguous",
+            "csrc/trilinear.cpp", "const at::Tensor feats = feats_in.contiguous();", "const at::Tensor& feats = feats_in;"),
+    Variant("forward-skips-contiguous-points", "passes points to the kernels without making them contiguous",
+            "csrc/trilinear.cpp", "const at::Tensor points = points_in.contiguous();", "const at::Tensor& points = points_in;"),
+    Variant("checks-miss-points-rank", "checks the size of points without checking its rank",
+            "csrc/trilinear.cpp", "TORCH_CHECK(points.dim() == 2 && points.size(0)", "TORCH_CHECK(points.size(0)"),
+    Variant("checks-miss-feats-rank", "checks the corners of feats without checking its rank",
+            "csrc/trilinear.cpp", "TORCH_CHECK(feats.dim() == 3 && feats.size(1) == 8,", "TORCH_CHECK(feats.dim() >= 2 && feats.size(1) == 8,"),
+    # ---- outside the exercises: the naive kernel (checked by the chapter's own CUDA tests)
     Variant("naive-missing-bounds-check", "no bounds check in the naive kernel (F not a multiple of 8)",
-            "csrc/trilinear_cuda.cu", "  if (n >= N || f >= F) {\n    return;\n  }\n  // END SOLUTION",
-            "  // END SOLUTION", cuda_only=True),
+            "csrc/trilinear_cuda.cu", "  if (n >= N || f >= F) {\n    return;\n  }\n  opmath_t weight[8];\n  weights_of(points, n, weight);\n  opmath_t acc = 0;",
+            "  opmath_t weight[8];\n  weights_of(points, n, weight);\n  opmath_t acc = 0;", cuda_only=True),
     Variant("naive-swapped-axes", "n taken from the y index and f from the x index",
             "csrc/trilinear_cuda.cu",
             "const int64_t n = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;\n  const int64_t f = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y;",
             "const int64_t f = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;\n  const int64_t n = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y;",
             cuda_only=True),
-    Variant("vectorized-ignores-alignment", "uses 16-byte loads on a misaligned slice",
-            "csrc/trilinear_cuda.cu", "const bool packs_fit = F % pack == 0 && reinterpret_cast<uintptr_t>(f) % 16 == 0 &&",
-            "const bool packs_fit = F % pack == 0 && true &&", cuda_only=True),
 ]
