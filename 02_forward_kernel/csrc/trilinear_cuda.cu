@@ -1,9 +1,8 @@
 // Chapter 02: the CUDA kernel.
 //
-// Work decomposition: a block of threads handles a few cubes. threadIdx.x runs
-// over the feature axis f, threadIdx.y over cubes n within the block:
-//
-//   block (tx, ty) = (min(256, F rounded up to 32), 256 / tx)     grid.x = ceil(N / ty)
+// Work decomposition: each thread computes output elements out[n, f]. A block
+// is a small 2-D grid of threads: threadIdx.x runs over the feature axis f,
+// threadIdx.y over a few cubes n; the blocks along grid.x cover all N cubes.
 //
 // Why f on threadIdx.x: the 32 threads of a warp have consecutive threadIdx.x.
 // feats[n][k][f] and out[n][f] are contiguous in f, so a warp reading
@@ -18,17 +17,18 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
+// feats (N, 8, F), points (N, 3) and out (N, F) are contiguous, as in the CPU kernel.
 template <typename scalar_t>
 __global__ void forward_cuda_kernel(const scalar_t* __restrict__ feats, const scalar_t* __restrict__ points,
                                     scalar_t* __restrict__ out, int64_t N, int64_t F) {
+  // BEGIN SOLUTION cuda-kernel
+  // STUB: return;  // writes nothing: out keeps whatever was in its memory
   using opmath_t = at::opmath_type<scalar_t>;
-  // BEGIN SOLUTION cuda-index
-  // STUB: const int64_t n = 0; if (n == 0) return;  // writes nothing
+  // Row threadIdx.y of block blockIdx.x takes one cube; 64-bit, as N * 8 * F may exceed 2^31.
   const int64_t n = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
   if (n >= N) {
     return;  // the last block may have more rows of threads than cubes are left
   }
-  // END SOLUTION
   // The point is the same for every f: all threads of the row read the same
   // three values, which the hardware serves with one broadcast.
   const opmath_t u = to_unit<opmath_t>(points[3 * n + 0]);
@@ -50,6 +50,7 @@ __global__ void forward_cuda_kernel(const scalar_t* __restrict__ feats, const sc
     }
     out_n[f] = static_cast<scalar_t>(acc);
   }
+  // END SOLUTION
 }
 
 void trilinear_forward_cuda(const at::Tensor& feats, const at::Tensor& points, at::Tensor& out) {
@@ -57,10 +58,14 @@ void trilinear_forward_cuda(const at::Tensor& feats, const at::Tensor& points, a
   // while cuda:0 is current would otherwise run on the wrong GPU).
   const c10::cuda::CUDAGuard guard(feats.device());
   const int64_t N = feats.size(0), F = feats.size(2);
-  const int tx = static_cast<int>(std::min<int64_t>(256, (F + 31) / 32 * 32));
-  const int ty = 256 / tx;
+  // BEGIN SOLUTION cuda-kernel
+  // STUB: const dim3 block(32, 1);  // a valid launch of one warp, which does nothing yet
+  // STUB: const int64_t blocks = 1;
+  const int tx = static_cast<int>(std::min<int64_t>(256, (F + 31) / 32 * 32));  // F up to a warp, at most 256
+  const int ty = 256 / tx;                                                       // the rest of 256: more cubes
   const dim3 block(tx, ty);
-  const int64_t blocks = (N + ty - 1) / ty;
+  const int64_t blocks = (N + ty - 1) / ty;  // enough blocks for every cube
+  // END SOLUTION
   TORCH_CHECK(blocks <= std::numeric_limits<int32_t>::max(), "trilinear: N = ", N, " is too large for one launch");
   // Kernels go on the current stream: PyTorch orders work per stream, and code
   // that runs us under torch.cuda.stream(s) expects our kernel on s.
