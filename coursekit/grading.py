@@ -282,7 +282,7 @@ def grade(chapter: chapters.Chapter, workspace: Path | None, *, only: list[str] 
         if bodies == stubs[name] and not run_stubs:
             verdicts.append(Verdict(name, "NOT YET", "not started: the region still holds the TODO stub",
                                     message=[f"write your code between BEGIN EXERCISE {name} and END EXERCISE "
-                                             f"(see {chapter.dirname}/README.md, exercise {name})"]))
+                                             f"(spec: {chapter.dirname}/README.md, exercise {name})"]))
             continue
         if bodies == solution[name]:
             source, spans = chapter.path, {}
@@ -353,7 +353,7 @@ def format_table(chapter: chapters.Chapter, verdicts: list[Verdict], verbose: bo
     out = [f"{'exercise':{width}s}  {'verdict':11s}  details"]
     for v in verdicts:
         out.append(f"{v.exercise:{width}s}  {v.status:11s}  {v.summary}")
-    todo = [v for v in verdicts if v.status == "NOT YET" and (v.message or v.first)]
+    todo = [v for v in verdicts if v.status == "NOT YET" and (v.message or v.first) and not v.summary.startswith("not started")]
     for v in todo:
         out.append("")
         out.append(f"{v.exercise}: " + (f"first failing test: {v.first}" if v.first else v.summary))
@@ -363,6 +363,11 @@ def format_table(chapter: chapters.Chapter, verdicts: list[Verdict], verbose: bo
             if v.log:
                 out += ["", f"---- {v.exercise}: full output", v.log.rstrip()]
     done = sum(v.status == "PASS" for v in verdicts)
+    fresh = [v.exercise for v in verdicts if v.summary.startswith("not started")]
+    if fresh:
+        out.append("")
+        out.append(f"Not started: each exercise's spec is in {chapter.dirname}/README.md (section Exercises); "
+                   f"hints: ./course hint {chapter.number} {fresh[0]}")
     out.append("")
     out.append(f"{done} of {len(verdicts)} exercises pass." + ("" if verbose else "  More detail: add -v."))
     return "\n".join(out)
