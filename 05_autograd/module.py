@@ -34,14 +34,20 @@ CORNERS = torch.tensor([[(k >> 2) & 1, (k >> 1) & 1, k & 1] for k in range(8)])
 
 
 def cell_lookup(points: torch.Tensor, resolution: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """For points (N, 3) in [-1, 1]: the 8 vertex indices of each point's cell, (N, 8), into the
+    """For points (N, 3) in [-1, 1]: the 8 vertex indices of each point's cell, (N, 8) int64, into the
     flattened (R+1)^3 grid (index = (i * (R+1) + j) * (R+1) + k for vertex (i, j, k) along x, y, z),
-    and the point's local coordinates in that cell, (N, 3) in [-1, 1]."""
+    and the point's local coordinates in that cell, (N, 3) in [-1, 1], differentiable in the points.
+    The arithmetic is float64 for float64 points and float32 otherwise (float16/bfloat16 points are
+    converted first), and so are the local coordinates."""
     R = resolution
     # BEGIN SOLUTION grid-lookup
-    s = (points + 1) * (0.5 * R)  # grid units: vertex i sits at s = i, in [0, R]
+    # In float16/bfloat16, s up to R would keep only 11 or 8 significant bits: at R = 100,
+    # bfloat16 cannot tell 50.3 from 50. Compute in float32 at least.
+    p = points if points.dtype in (torch.float64, torch.float32) else points.float()
+    s = (p + 1) * (0.5 * R)  # grid units: vertex i sits at s = i, in [0, R]
     # The cell's lower vertex. Clamped so that s = R (a point on the far face)
     # and points slightly outside use the last/first cell and extrapolate.
+    # floor is flat: it is taken as a constant (detach), the slope comes from s below.
     cell = s.detach().floor().clamp_(0, R - 1).long()
     local = (s - cell) * 2 - 1  # [0, 1] within the cell -> [-1, 1]; differentiable in points
     vertex = cell[:, None, :] + CORNERS.to(points.device)  # (N, 8, 3)
@@ -63,9 +69,10 @@ class FeatureGrid(nn.Module):
     def forward(self, points: torch.Tensor) -> torch.Tensor:
         if points.dim() != 2 or points.shape[1] != 3:
             raise ValueError(f"FeatureGrid: points must have shape (N, 3), got {tuple(points.shape)}")
-        index, local = cell_lookup(points.to(self.values.dtype), self.resolution)
+        index, local = cell_lookup(points, self.resolution)
         feats = self.values[index]  # (N, 8, F)
-        return trilinear(feats, local)
+        # The op takes both in the grid's dtype: only the local coordinates are rounded to it.
+        return trilinear(feats, local.to(self.values.dtype))
 
     def extra_repr(self) -> str:
         return f"resolution={self.resolution}, features={self.values.shape[1]}"

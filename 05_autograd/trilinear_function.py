@@ -14,12 +14,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from torch.autograd.function import once_differentiable
 
 from coursekit.build import build
 
 # Built from this file's folder, so a learner's workspace uses its own sources.
 ext = build(Path(__file__).parent)
+
+DOUBLE_BACKWARD = ("trilinear: double backward (a gradient of the gradient, create_graph=True) is not "
+                   "implemented: the backward kernel is not differentiable")
 
 
 class TrilinearFunction(torch.autograd.Function):
@@ -27,30 +29,31 @@ class TrilinearFunction(torch.autograd.Function):
     def forward(ctx, feats: torch.Tensor, points: torch.Tensor) -> torch.Tensor:
         # BEGIN SOLUTION function-forward
         out = ext.forward(feats, points)
-        # The backward needs both inputs (d out/d feats depends on the points,
-        # d out/d points on the feats). save_for_backward, not ctx.feats = feats:
-        # it checks that neither was modified in place before backward runs, and
-        # it does not keep a reference cycle through the output.
-        ctx.save_for_backward(feats, points)
+        # d out/d feats (the weights) depends on the points only; d out/d points
+        # needs feats. So feats is kept only when the points need a gradient: when
+        # they do not (a fixed set of query points), the largest tensor of the op
+        # is not held until backward. save_for_backward, not ctx.feats = feats: it
+        # checks that nothing saved was modified in place before backward runs.
+        ctx.save_for_backward(feats if ctx.needs_input_grad[1] else None, points)
         # END SOLUTION
         return out
 
     @staticmethod
-    @once_differentiable
     def backward(ctx, grad_out: torch.Tensor):
-        # once_differentiable: our backward is a kernel that autograd cannot
-        # differentiate again. The decorator runs it without recording a graph and
-        # makes a second differentiation (create_graph=True, then grad of a grad)
-        # fail with a clear error instead of silently returning wrong zeros.
         # BEGIN SOLUTION function-backward
+        # Autograd runs backward with grad mode on only for create_graph=True, that is,
+        # when the gradient we return is to be differentiated again. Our kernel's result
+        # has no derivative: refuse at once. (@once_differentiable is not enough: it
+        # raises only when grad_out requires grad, and with a loss linear in the output,
+        # out.sum(), grad_out is a constant and a gradient penalty silently loses a term.)
+        if torch.is_grad_enabled():
+            raise RuntimeError(DOUBLE_BACKWARD)
         feats, points = ctx.saved_tensors
         need_feats, need_points = ctx.needs_input_grad
-        # Incoming gradients may be expanded or transposed views (the gradient
-        # of .sum() is a stride-0 expand): the kernel wants packed memory.
-        grad_feats, grad_points = ext.backward(grad_out.contiguous(), feats, points, need_feats, need_points)
-        # One gradient per input of forward, in the same order; None where an
-        # input needs none (ext.backward already returns None for those).
-        return grad_feats, grad_points
+        # ext.backward makes grad_out contiguous itself (the gradient of .sum() is a
+        # stride-0 expand), and returns None for a gradient it was not asked for:
+        # one value per input of forward, in the same order.
+        return ext.backward(grad_out, feats, points, need_feats, need_points)
         # END SOLUTION
 
 

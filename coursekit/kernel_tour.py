@@ -70,9 +70,12 @@ def main() -> int:
             _close("gelu_forward", ext.gelu_forward(x.to(DEVICE)), ext.gelu_forward(x), failures)
             _close("gelu_backward", ext.gelu_backward(g.to(DEVICE), x.to(DEVICE)), ext.gelu_backward(g, x), failures)
             _close("gelu_forward sliced", ext.gelu_forward(x[1:].to(DEVICE)), ext.gelu_forward(x[1:]), failures)
-        if hasattr(ext, "round"):
+        if hasattr(ext, "fake_quantize"):
             x = torch.randn(1001) * 5
-            _close("round", ext.round(x.to(DEVICE)), ext.round(x), failures)
+            for name, got, want in zip(("fake_quantize", "fake_quantize mask"),
+                                       ext.fake_quantize(x.to(DEVICE), 0.07, 3, -128, 127),
+                                       ext.fake_quantize(x, 0.07, 3, -128, 127)):
+                _close(name, got, want, failures)
         if chapter.number == "06":
             up = build.load_python(chapter.path, "upsample")
             for mode in ("align_corners", "half_pixel", "tf_legacy"):

@@ -1,13 +1,14 @@
-"""Chapter 05: autograd.Function, the straight-through round, torch.library ops, FeatureGrid."""
+"""Chapter 05: autograd.Function, torch.library operators, fake quantisation with an STE, FeatureGrid."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 import torch.nn.functional as Fn
+from torch._subclasses.fake_tensor import FakeTensorMode
 
 from coursekit import ROOT, build
-from coursekit.testing import TOLERANCE, assert_close, poisoned_empty
+from coursekit.testing import assert_bitwise, assert_close, assert_rounded, expect_error, poisoned_empty
 
 CHAPTER = "05"
 
@@ -17,6 +18,10 @@ CHAPTER = "05"
 # fake impl and autograd registration) and then executes the traced graph
 # eagerly. On a GPU the tests use the default backend, inductor.
 BACKEND = {"cpu": "aot_eager", "cuda": "inductor"}
+
+GPU = torch.cuda.is_available()
+# Fake CUDA tensors need no GPU, only a torch built with CUDA.
+FAKE_DEVICES = ["cpu", "cuda"] if torch.version.cuda else ["cpu"]
 
 
 # ---------------------------------------------------------------------------
@@ -47,61 +52,94 @@ def grid_module(op, chapter_source):
 # own 05_autograd/reference.py (not from the folder under test, which a learner edits).
 REFERENCE = build.load_python(ROOT / "05_autograd", "reference")
 
-
-def inputs(N, F, device="cpu", dtype=torch.float32, requires_grad=False):
-    feats = torch.randn(N, 8, F, device=device, dtype=dtype)
-    points = (torch.rand(N, 3, device=device, dtype=torch.float64) * 2 - 1).to(dtype)
-    return feats.requires_grad_(requires_grad), points.requires_grad_(requires_grad)
+WHICH = ["feats", "points", "both"]  # which inputs require a gradient
 
 
-# grad_points sums F products: in float16/bfloat16 allow a few roundings more.
-POINTS_TOL = {**TOLERANCE, torch.float32: 2e-5, torch.float16: 5e-3, torch.bfloat16: 4e-2}
+def inputs(N, F, device="cpu", dtype=torch.float32, which="both", scale=1.0):
+    """feats (N, 8, F) with values that do not round exactly in low precision, points (N, 3) in [-1, 1]."""
+    feats = (torch.randn(N, 8, F, dtype=torch.float64) * scale).to(device=device, dtype=dtype)
+    points = (torch.rand(N, 3, dtype=torch.float64) * 2 - 1).to(device=device, dtype=dtype)
+    return feats.requires_grad_(which in ("feats", "both")), points.requires_grad_(which in ("points", "both"))
 
 
-def check_route(trilinear, device, dtype, N=60, F=19):
-    feats, points = inputs(N, F, device, dtype, requires_grad=True)
+def assert_f64(out, ref, what="output", rtol=1e-12):
+    """float64 results against a float64 reference, element by element: |out - ref| <= rtol * max(|ref|, m / 64),
+    m = max |ref| (elements that are small because terms cancel get the allowance of a larger one)."""
+    assert out.shape == ref.shape, f"{what}: shape {tuple(out.shape)}, expected {tuple(ref.shape)}"
+    assert out.dtype == torch.float64, f"{what}: dtype {out.dtype}, expected torch.float64"
+    got, ref = out.detach().cpu(), ref.detach().double().cpu()
+    bad = (~torch.isfinite(got)).sum().item()
+    assert bad == 0, f"{what}: {bad} of {got.numel()} elements are NaN/Inf (never written, or a stub?)"
+    if ref.numel() == 0:
+        return
+    allowed = rtol * ref.abs().clamp(min=ref.abs().max().item() / 64)
+    err = (got - ref).abs()
+    if (err > allowed).any():
+        i = int(torch.argmax(err / allowed.clamp(min=1e-300)))
+        raise AssertionError(
+            f"{what}: {int((err > allowed).sum())} of {ref.numel()} float64 elements are off by more than "
+            f"{rtol:g} (relative); worst: got {got.flatten()[i].item()!r}, expected {ref.flatten()[i].item()!r}. "
+            f"Does a float64 value pass through float32 somewhere (a float variable, a float literal)?")
+
+
+def check_result(out, ref64, dtype, what):
+    """The precision each dtype allows: float64 to 1e-12 per element, float16/bfloat16 to 1 ulp per element
+    (arithmetic in float, rounded once), float32 by relative norm (float arithmetic against float64)."""
+    assert out.dtype == dtype, f"{what}: dtype {out.dtype}, expected {dtype}"
+    if dtype == torch.float64:
+        assert_f64(out, ref64, what)
+    elif dtype == torch.float32:
+        assert_close(out, ref64.to(dtype), dtype, what, tol=2e-6)
+    else:
+        assert_rounded(out, ref64, ulps=1, what=what)
+
+
+def reference_out(feats, points):
+    return REFERENCE.trilinear(feats.detach().double().cpu(), points.detach().double().cpu())
+
+
+def check_gradients(trilinear, device, dtype, which, N=40, F=67):
+    """Forward and backward of `trilinear` against the float64 reference, for the given need-grad flags."""
+    feats, points = inputs(N, F, device, dtype, which)
     with poisoned_empty():
         out = trilinear(feats, points)
-        grad_out = torch.randn_like(out)
+        grad_out = torch.randn(N, F, dtype=torch.float64).to(device=device, dtype=dtype)
         out.backward(grad_out)
-    ref = REFERENCE.trilinear(feats.detach().double().cpu(), points.detach().double().cpu())
-    assert_close(out, ref.to(dtype), dtype, what="out")
+    check_result(out, reference_out(feats, points), dtype, "out")
     ref_feats, ref_points = REFERENCE.trilinear_grads(grad_out, feats, points)
-    assert_close(feats.grad, ref_feats.to(dtype), dtype, what="feats.grad")
-    assert_close(points.grad, ref_points.to(dtype), dtype, what="points.grad", tol=POINTS_TOL[dtype])
+    if feats.requires_grad:
+        check_result(feats.grad, ref_feats, dtype, "feats.grad")
+    else:
+        assert feats.grad is None
+    if points.requires_grad:
+        check_result(points.grad, ref_points, dtype, "points.grad")
+    else:
+        assert points.grad is None
 
 
 def gradcheck_route(trilinear, device):
-    feats, points = inputs(5, 4, device, torch.float64, requires_grad=True)
-    assert torch.autograd.gradcheck(trilinear, (feats, points)), "gradcheck failed"
-    # Only one input differentiable at a time: the other gets None and no work.
-    assert torch.autograd.gradcheck(trilinear, (feats, points.detach()))
-    assert torch.autograd.gradcheck(trilinear, (feats.detach(), points))
+    for which in WHICH:
+        feats, points = inputs(5, 4, device, torch.float64, which)
+        assert torch.autograd.gradcheck(trilinear, (feats, points)), f"gradcheck failed ({which} need a gradient)"
 
 
-# ---------------------------------------------------------------------------
-# Route 1: torch.autograd.Function around the pybind11 kernels.
+def saved_for_backward(trilinear, feats, points):
+    """The tensors autograd keeps for backward when calling trilinear(feats, points)."""
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: (saved.append(t), t)[1], lambda t: t):
+        out = trilinear(feats, points)
+    return out, saved
 
 
-@pytest.mark.exercise("function-forward")
-def test_function_forward_saves_inputs(fn, device):
-    feats, points = inputs(10, 6, device, torch.float64, requires_grad=True)
-    out = fn.trilinear(feats, points)
-    assert_close(out, REFERENCE.trilinear(feats.detach(), points.detach()), torch.float64, what="out")
-    assert out.grad_fn is not None, "the output has no grad_fn: call the kernel inside forward and return its result"
-    saved = out.grad_fn.saved_tensors  # what ctx.save_for_backward stored
-    assert len(saved) == 2 and saved[0] is feats and saved[1] is points, \
-        f"save (feats, points) for backward, in that order; saved {[tuple(s.shape) for s in saved]}"
-
-
-@pytest.mark.exercise("function-backward")
-def test_function_forward_backward(fn, device, dtype):
-    check_route(fn.trilinear, device, dtype)
-
-
-@pytest.mark.exercise("function-backward")
-def test_function_gradcheck(fn, device):
-    gradcheck_route(fn.trilinear, device)
+def check_saved(trilinear, which):
+    feats, points = inputs(6, 5, which=which)
+    out, saved = saved_for_backward(trilinear, feats, points)
+    names = ["feats" if t is feats else "points" if t is points else f"another tensor of shape {tuple(t.shape)}"
+             for t in saved]
+    expected = ["feats", "points"] if points.requires_grad else ["points"]
+    assert sorted(names) == expected, (
+        f"with {which} requiring a gradient, autograd keeps {names or 'nothing'} for backward; expected {expected} "
+        f"(the points always: the weights depend on them; feats only for the points' gradient; never the output)")
 
 
 class Spy:
@@ -120,27 +158,92 @@ class SpyExt:
         self.forward, self.backward = ext.forward, Spy(ext.backward)
 
 
+def grad_out_layouts(N, F, device, dtype):
+    """grad_out as autograd may hand it over: expanded (the gradient of .sum()), transposed, an offset slice."""
+    g = torch.randn(N, F, dtype=torch.float64).to(device=device, dtype=dtype)
+    return {
+        "expanded": torch.tensor(0.75, dtype=dtype, device=device).expand(N, F),
+        "expanded row": g[0].expand(N, F),
+        "transposed": g.t().contiguous().t(),
+        "offset slice": torch.cat([g, g], 1)[:, F:],
+        "every other row": torch.stack([g, g], 1).reshape(2 * N, F)[::2],
+    }
+
+
+def check_grad_out_layouts(trilinear, device):
+    N, F = 9, 7
+    for name, g in grad_out_layouts(N, F, device, torch.float64).items():
+        feats, points = inputs(N, F, device, torch.float64)
+        with poisoned_empty():
+            trilinear(feats, points).backward(g)
+        ref_feats, ref_points = REFERENCE.trilinear_grads(g, feats, points)
+        assert_f64(feats.grad, ref_feats, f"feats.grad with grad_out {name}")
+        assert_f64(points.grad, ref_points, f"points.grad with grad_out {name}")
+
+
+def second_derivative(trilinear, loss):
+    """A second derivative through `trilinear`, three ways: must raise, never answer silently."""
+    feats, points = inputs(4, 3, dtype=torch.float64)
+    out = trilinear(feats, points)
+    L = (out**2).sum() if loss == "square" else out.sum()
+    (grad_points,) = torch.autograd.grad(L, points, create_graph=True)
+    if loss == "penalty":  # a gradient penalty: the loss is linear in out, so grad_out is a constant
+        (L + grad_points.square().sum()).backward()
+    else:
+        grad_points.sum().backward()
+
+
+# ---------------------------------------------------------------------------
+# Route 1: torch.autograd.Function around the pybind11 kernels.
+
+
+@pytest.mark.exercise("function-forward")
+def test_function_forward(fn, device, dtype):
+    feats, points = inputs(30, 45, device, dtype)
+    with poisoned_empty():
+        out = fn.trilinear(feats, points)
+    check_result(out, reference_out(feats, points), dtype, "out")
+    assert out.grad_fn is not None, "the output has no grad_fn: call the kernel inside forward and return its result"
+
+
+@pytest.mark.exercise("function-forward")
+@pytest.mark.parametrize("which", WHICH)
+def test_function_saves_only_what_backward_needs(fn, which):
+    check_saved(fn.trilinear, which)
+
+
 @pytest.mark.exercise("function-backward")
-@pytest.mark.parametrize("which", ["feats", "points", "both"])
+@pytest.mark.parametrize("which", WHICH)
+def test_function_gradients(fn, device, dtype, which):
+    check_gradients(fn.trilinear, device, dtype, which)
+
+
+@pytest.mark.exercise("function-backward")
+def test_function_gradcheck(fn, device):
+    gradcheck_route(fn.trilinear, device)
+
+
+@pytest.mark.exercise("function-backward")
+@pytest.mark.parametrize("which", WHICH)
 def test_function_needs_input_grad(fn, monkeypatch, which):
     spy = SpyExt(fn.ext)
     monkeypatch.setattr(fn, "ext", spy)
-    feats, points = inputs(7, 5)
-    feats.requires_grad_(which in ("feats", "both"))
-    points.requires_grad_(which in ("points", "both"))
+    feats, points = inputs(7, 5, which=which)
     fn.trilinear(feats, points).sum().backward()
     assert spy.backward.calls == [(feats.requires_grad, points.requires_grad)], \
         "backward must ask the kernel only for the gradients autograd needs (ctx.needs_input_grad)"
-    assert (feats.grad is not None) == feats.requires_grad and (points.grad is not None) == points.requires_grad
 
 
 @pytest.mark.exercise("function-backward")
-def test_function_is_once_differentiable(fn):
-    feats, points = inputs(4, 3, dtype=torch.float64, requires_grad=True)
-    out = fn.trilinear(feats, points)
-    (grad_points,) = torch.autograd.grad((out**2).sum(), points, create_graph=True)
-    with pytest.raises(RuntimeError, match="differentiate twice"):
-        grad_points.sum().backward()
+def test_function_grad_out_layouts(fn, device):
+    check_grad_out_layouts(fn.trilinear, device)
+
+
+@pytest.mark.exercise("function-backward")
+@pytest.mark.parametrize("loss", ["square", "sum", "penalty"])
+def test_function_refuses_double_backward(fn, loss):
+    with expect_error("double backward", RuntimeError, what=f"a second derivative with loss {loss}"):
+        second_derivative(fn.trilinear, loss)
 
 
 def test_function_route_breaks_torch_compile(fn):
@@ -153,233 +256,682 @@ def test_function_route_breaks_torch_compile(fn):
 
 
 # ---------------------------------------------------------------------------
-# Route 2: torch.library operators.
+# Route 2, C++: the schemas and the kernels registered for them.
 
 
-def test_ops_registered(ext):
-    assert str(torch.ops.ch05.trilinear.default._schema) == "ch05::trilinear(Tensor feats, Tensor points) -> Tensor"
-    assert str(torch.ops.ch05.trilinear_backward.default._schema) == (
-        "ch05::trilinear_backward(Tensor grad_out, Tensor feats, Tensor points, bool need_feats, bool need_points)"
-        " -> (Tensor, Tensor)")
+def parse_schema(op):
+    """(name, [(type, name, default or None)], [return types], keyword-only?) from the schema's text."""
+    text = str(op._schema)
+    head, returns = text.rsplit(") -> ", 1)
+    name, args = head.split("(", 1)
+    parsed, kwarg_only = [], False
+    for arg in [a.strip() for a in args.split(",") if a.strip()]:
+        if arg == "*":
+            kwarg_only = True
+            continue
+        typ, _, rest = arg.rpartition(" ")
+        argname, _, default = rest.partition("=")
+        parsed.append((typ, argname, default or None))
+    rets = [r.strip() for r in returns.strip("()").split(",")]
+    return text, parsed, rets, kwarg_only
 
 
-def test_backward_op_returns_empty_for_unneeded(ext, device):
-    feats, points = inputs(6, 4, device)
-    grad_out = torch.randn(6, 4, device=device)
-    gf, gp = torch.ops.ch05.trilinear_backward(grad_out, feats, points, True, False)
-    assert gf.shape == feats.shape and gp.numel() == 0
-    gf, gp = torch.ops.ch05.trilinear_backward(grad_out, feats, points, False, True)
-    assert gf.numel() == 0 and gp.shape == points.shape
+@pytest.mark.exercise("op-register")
+def test_op_schemas(ext):
+    for name in ("trilinear", "trilinear_backward"):
+        assert hasattr(torch.ops.ch05, name), f"no operator ch05::{name}: define it in TORCH_LIBRARY(ch05, m)"
+    expected = {
+        "trilinear": ([("Tensor", "feats"), ("Tensor", "points")], ["Tensor"]),
+        "trilinear_backward": ([("Tensor", "grad_out"), ("Tensor?", "feats"), ("Tensor", "points"),
+                                ("bool", "need_feats"), ("bool", "need_points")], ["Tensor", "Tensor"]),
+    }
+    for name, (args, rets) in expected.items():
+        text, parsed, got_rets, kwarg_only = parse_schema(getattr(torch.ops.ch05, name).default)
+        assert "(" not in "".join(t for t, _, _ in parsed) + "".join(got_rets), (
+            f"{text}: an alias annotation, (a) or (a!), says the op returns a view of an input or writes to it; "
+            f"these ops are functional")
+        assert [(t, n) for t, n, _ in parsed] == args, f"{text}: expected the arguments (type, name) {args}"
+        assert got_rets == rets, f"{text}: expected the returns {rets}"
+        assert not kwarg_only and all(d is None for _, _, d in parsed), f"{text}: no keyword-only arguments, no defaults"
 
 
-@pytest.mark.exercise("op-backward")
-def test_op_forward_backward(op, device, dtype):
-    check_route(op.trilinear, device, dtype)
+@pytest.mark.exercise("op-register")
+def test_op_kernels_registered(ext):
+    for name in ("ch05::trilinear", "ch05::trilinear_backward"):
+        for key in ("CPU", "CUDA"):  # CUDA too in a CPU-only build: it refuses CUDA tensors with a clear message
+            assert torch._C._dispatch_has_kernel_for_dispatch_key(name, key), f"{name}: no kernel for {key}"
+        for key in ("CompositeImplicitAutograd", "CompositeExplicitAutograd"):
+            assert not torch._C._dispatch_has_kernel_for_dispatch_key(name, key), (
+                f"{name}: a kernel for {key} would also serve Meta, XLA, ... devices; register CPU and CUDA")
 
 
-@pytest.mark.exercise("op-backward")
-def test_op_gradcheck(op, device):
-    gradcheck_route(op.trilinear, device)
+@pytest.mark.exercise("op-register")
+def test_op_forward(ext, device, dtype):
+    feats, points = inputs(30, 45, device, dtype, which="none")
+    with poisoned_empty():
+        out = torch.ops.ch05.trilinear(feats, points)
+    check_result(out, reference_out(feats, points), dtype, "torch.ops.ch05.trilinear")
 
 
-@pytest.mark.exercise("op-backward")
-@pytest.mark.parametrize("which", ["feats", "points", "both"])
-def test_op_needs_input_grad(op, monkeypatch, which):
-    spy = Spy(op.trilinear_backward_op)
-    monkeypatch.setattr(op, "trilinear_backward_op", spy)
-    feats, points = inputs(7, 5)
-    feats.requires_grad_(which in ("feats", "both"))
-    points.requires_grad_(which in ("points", "both"))
-    op.trilinear(feats, points).sum().backward()
-    assert spy.calls == [(feats.requires_grad, points.requires_grad)]
-    assert (feats.grad is not None) == feats.requires_grad and (points.grad is not None) == points.requires_grad
+NEEDS = [(True, True, True), (True, False, True), (True, False, False), (False, True, True), (False, False, True),
+         (False, False, False)]  # (need_feats, need_points, feats given)
 
 
-def test_op_refuses_double_backward(op):
-    feats, points = inputs(4, 3, dtype=torch.float64, requires_grad=True)
-    out = op.trilinear(feats, points)
-    (grad_points,) = torch.autograd.grad((out**2).sum(), points, create_graph=True)
-    with pytest.raises(RuntimeError, match="double backward"):
-        grad_points.sum().backward()
+@pytest.mark.exercise("op-register")
+@pytest.mark.parametrize("need_feats, need_points, give_feats", NEEDS,
+                         ids=[f"feats{int(a)}-points{int(b)}{'' if c else '-feats None'}" for a, b, c in NEEDS])
+def test_backward_op(ext, device, dtype, need_feats, need_points, give_feats):
+    N, F = 40, 67
+    feats, points = inputs(N, F, device, dtype, which="none")
+    grad_out = torch.randn(N, F, dtype=torch.float64).to(device=device, dtype=dtype)
+    with poisoned_empty():
+        gf, gp = torch.ops.ch05.trilinear_backward(grad_out, feats if give_feats else None, points,
+                                                   need_feats, need_points)
+    ref_feats, ref_points = REFERENCE.trilinear_grads(grad_out, feats, points)
+    for got, need, ref, what in ((gf, need_feats, ref_feats, "grad_feats"), (gp, need_points, ref_points, "grad_points")):
+        assert isinstance(got, torch.Tensor), f"{what}: got {got!r}; each return of the schema is a tensor"
+        if need:
+            check_result(got, ref, dtype, what)
+        else:
+            assert got.shape == (0,) and got.dtype == dtype and got.device.type == device, (
+                f"{what} not needed: expected an empty tensor, shape (0,), {dtype} on {device}; got shape "
+                f"{tuple(got.shape)}, {got.dtype} on {got.device}")
+
+
+def layouts(t):
+    """The same values as `t` in other layouts: transposed storage, an offset slice, every other element."""
+    out = {"transposed": t.transpose(0, -1).contiguous().transpose(0, -1) if t.dim() > 1 else t,
+           "offset slice": torch.cat([t, t], -1)[..., t.shape[-1]:],
+           "strided": torch.stack([t, t], -1)[..., 0]}
+    return {k: v for k, v in out.items() if not v.is_contiguous() or k == "offset slice"}
+
+
+@pytest.mark.exercise("op-register")
+def test_op_layouts(ext, device):
+    N, F = 9, 7
+    feats, points = inputs(N, F, device, torch.float64, which="none")
+    grad_out = torch.randn(N, F, dtype=torch.float64, device=device)
+    out = torch.ops.ch05.trilinear(feats, points)
+    gf, gp = torch.ops.ch05.trilinear_backward(grad_out, feats, points, True, True)
+    for name, f in {**layouts(feats), "expanded": feats[:1].expand(N, 8, F)}.items():
+        ref = out if name != "expanded" else torch.ops.ch05.trilinear(f.contiguous(), points)
+        assert_bitwise(torch.ops.ch05.trilinear(f, points), ref, f"trilinear with feats {name}")
+        ref = gp if name != "expanded" else torch.ops.ch05.trilinear_backward(grad_out, f.contiguous(), points, False, True)[1]
+        assert_bitwise(torch.ops.ch05.trilinear_backward(grad_out, f, points, False, True)[1], ref,
+                       f"grad_points with feats {name}")
+    for name, p in {**layouts(points), "expanded": points[:1].expand(N, 3)}.items():
+        c = p.contiguous()
+        assert_bitwise(torch.ops.ch05.trilinear(feats, p), torch.ops.ch05.trilinear(feats, c), f"trilinear, points {name}")
+        for got, ref, what in zip(torch.ops.ch05.trilinear_backward(grad_out, feats, p, True, True),
+                                  torch.ops.ch05.trilinear_backward(grad_out, feats, c, True, True), ("feats", "points")):
+            assert_bitwise(got, ref, f"grad_{what} with points {name}")
+    for name, g in grad_out_layouts(N, F, device, torch.float64).items():
+        c = g.contiguous()
+        for got, ref, what in zip(torch.ops.ch05.trilinear_backward(g, feats, points, True, True),
+                                  torch.ops.ch05.trilinear_backward(c, feats, points, True, True), ("feats", "points")):
+            assert_bitwise(got, ref, f"grad_{what} with grad_out {name}")
+        ref_feats, ref_points = REFERENCE.trilinear_grads(g, feats, points)
+        got_feats, got_points = torch.ops.ch05.trilinear_backward(g, feats, points, True, True)
+        assert_f64(got_feats, ref_feats, f"grad_feats with grad_out {name}")
+        assert_f64(got_points, ref_points, f"grad_points with grad_out {name}")
+
+
+@pytest.mark.exercise("op-register")
+@pytest.mark.parametrize("N, F", [(0, 5), (4, 0)])
+def test_op_empty(ext, device, N, F):
+    feats, points = inputs(N, F, device, which="none")
+    assert torch.ops.ch05.trilinear(feats, points).shape == (N, F)
+    gf, gp = torch.ops.ch05.trilinear_backward(torch.randn(N, F, device=device), feats, points, True, True)
+    assert gf.shape == feats.shape and gp.shape == points.shape
+    assert not gp.any(), "with F = 0 the output does not depend on the points"
+
+
+# ---------------------------------------------------------------------------
+# Bad inputs: every rank and size of every argument of both ops. The same table
+# runs against the C++ op (eager) and the fake implementations, which must
+# refuse exactly what the C++ op refuses, with the same message.
+
+
+def _t(*shape, dtype=torch.float32, device="cpu"):
+    if dtype.is_floating_point:
+        return torch.randn(*shape, device=device).to(dtype)
+    return torch.ones(*shape, dtype=dtype, device=device)
+
+
+SHAPE = r"trilinear: feats must have shape \(N, 8, F\)"
+POINTS = r"trilinear: points must have shape \(N, 3\) with N = 4 as feats"
+KIND = r"must be float64, float32, float16 or bfloat16"
+F8 = torch.float8_e4m3fn
+
+BAD_FORWARD = [  # (id, make inputs, message, needs a CUDA device)
+    ("feats rank 2", lambda: (_t(4, 8), _t(4, 3)), SHAPE, False),
+    ("feats rank 4", lambda: (_t(4, 8, 2, 1), _t(4, 3)), SHAPE, False),
+    ("feats 7 corners", lambda: (_t(4, 7, 2), _t(4, 3)), SHAPE, False),
+    ("points rank 1", lambda: (_t(4, 8, 2), _t(12)), POINTS, False),
+    ("points rank 3", lambda: (_t(4, 8, 2), _t(4, 3, 1)), POINTS, False),
+    ("points N differs", lambda: (_t(4, 8, 2), _t(5, 3)), POINTS, False),
+    ("points (N, 2)", lambda: (_t(4, 8, 2), _t(4, 2)), POINTS, False),
+    ("int32 feats", lambda: (_t(4, 8, 2, dtype=torch.int32), _t(4, 3, dtype=torch.int32)), "trilinear: feats " + KIND, False),
+    ("int64 feats", lambda: (_t(4, 8, 2, dtype=torch.int64), _t(4, 3, dtype=torch.int64)), "trilinear: feats " + KIND, False),
+    ("float8 feats", lambda: (_t(4, 8, 2, dtype=F8), _t(4, 3, dtype=F8)), "trilinear: feats " + KIND, False),
+    ("points float64", lambda: (_t(4, 8, 2), _t(4, 3, dtype=torch.float64)),
+     r"trilinear: points must have the dtype of feats", False),
+    ("points float16", lambda: (_t(4, 8, 2, dtype=torch.bfloat16), _t(4, 3, dtype=torch.float16)),
+     r"trilinear: points must have the dtype of feats", False),
+    ("points on another device", lambda: (_t(4, 8, 2, device="cuda"), _t(4, 3)),
+     "trilinear: feats and points must be on the same device", True),
+    ("feats on another device", lambda: (_t(4, 8, 2), _t(4, 3, device="cuda")),
+     "trilinear: feats and points must be on the same device", True),
+]
+
+B_GRAD = r"trilinear_backward: grad_out must have shape \(N, F\)"
+B_POINTS = r"trilinear_backward: points must have shape \(N, 3\) with N = 4 as grad_out"
+B_FEATS = r"trilinear_backward: feats must have shape \(N, 8, F\) = \(4, 8, 2\)"
+B_DEVICE = "trilinear_backward: grad_out, feats and points must be on the same device"
+
+
+def _bwd(g=(4, 2), f=(4, 8, 2), p=(4, 3), need=(True, True), gd=torch.float32, fd=torch.float32,
+         pd=torch.float32, gdev="cpu", fdev="cpu", pdev="cpu"):
+    return lambda: (_t(*g, dtype=gd, device=gdev), None if f is None else _t(*f, dtype=fd, device=fdev),
+                    _t(*p, dtype=pd, device=pdev), *need)
+
+
+BAD_BACKWARD = [
+    ("grad_out rank 1", _bwd(g=(4,)), B_GRAD, False),
+    ("grad_out rank 3", _bwd(g=(4, 2, 1)), B_GRAD, False),
+    ("points rank 1", _bwd(p=(12,)), B_POINTS, False),
+    ("points rank 3", _bwd(p=(4, 3, 1)), B_POINTS, False),
+    ("points N differs", _bwd(p=(5, 3)), B_POINTS, False),
+    ("points (N, 2)", _bwd(p=(4, 2)), B_POINTS, False),
+    ("feats rank 2", _bwd(f=(4, 8)), B_FEATS, False),
+    ("feats rank 4", _bwd(f=(4, 8, 2, 1)), B_FEATS, False),
+    ("feats N differs", _bwd(f=(5, 8, 2)), B_FEATS, False),
+    ("feats 7 corners", _bwd(f=(4, 7, 2)), B_FEATS, False),
+    ("feats F differs", _bwd(f=(4, 8, 3)), B_FEATS, False),
+    ("feats wrong, not needed", _bwd(f=(4, 8, 3), need=(True, False)), B_FEATS, False),
+    ("feats None, points need it", _bwd(f=None, need=(False, True)),
+     r"trilinear_backward: the points' gradient needs feats", False),
+    ("int32 grad_out", _bwd(gd=torch.int32, fd=torch.int32, pd=torch.int32), "trilinear_backward: grad_out " + KIND, False),
+    ("int64 grad_out", _bwd(gd=torch.int64, fd=torch.int64, pd=torch.int64), "trilinear_backward: grad_out " + KIND, False),
+    ("float8 grad_out", _bwd(gd=F8, fd=F8, pd=F8), "trilinear_backward: grad_out " + KIND, False),
+    ("points float64", _bwd(pd=torch.float64), "trilinear_backward: points must have the dtype of grad_out", False),
+    ("feats float64", _bwd(fd=torch.float64), "trilinear_backward: feats must have the dtype of grad_out", False),
+    ("feats float64, not needed", _bwd(fd=torch.float64, need=(True, False)),
+     "trilinear_backward: feats must have the dtype of grad_out", False),
+    ("grad_out on another device", _bwd(gdev="cuda"), B_DEVICE, True),
+    ("points on another device", _bwd(pdev="cuda"), B_DEVICE, True),
+    ("feats on another device", _bwd(fdev="cuda"), B_DEVICE, True),
+]
+
+BAD = [("trilinear", *case) for case in BAD_FORWARD] + [("trilinear_backward", *case) for case in BAD_BACKWARD]
+BAD_IDS = [f"{name}: {case}" for name, case, *_ in BAD]
+
+
+@pytest.mark.exercise("op-register")
+@pytest.mark.parametrize("name, case, make, message, cuda", BAD, ids=BAD_IDS)
+def test_op_bad_inputs(ext, name, case, make, message, cuda):
+    if cuda and not (GPU and build.describe(ext) == "CPU+CUDA"):
+        pytest.skip("needs a CUDA GPU and a CUDA build (the fake implementations are checked without one)")
+    with expect_error(message, RuntimeError, what=f"torch.ops.ch05.{name} with {case}"):
+        getattr(torch.ops.ch05, name)(*make())
+
+
+def test_pybind_bad_inputs(ext):
+    # Route 1 calls the same C++ functions through pybind11.
+    for name, case, make, message, cuda in BAD:
+        if cuda:
+            continue
+        with expect_error(message, RuntimeError, what=f"ext.{'forward' if name == 'trilinear' else 'backward'}, {case}"):
+            (ext.forward if name == "trilinear" else ext.backward)(*make())
+
+
+@pytest.mark.cuda
+def test_cuda_tensors_on_the_cpu_only_build(ext):
+    if build.describe(ext) == "CPU+CUDA":
+        pytest.skip("built with CUDA")
+    with expect_error("built without CUDA"):
+        torch.ops.ch05.trilinear(_t(4, 8, 2, device="cuda"), _t(4, 3, device="cuda"))
+
+
+# ---------------------------------------------------------------------------
+# Route 2, Python: the fake implementations.
 
 
 @pytest.mark.exercise("fake-impl")
-@pytest.mark.exercise("op-backward")
+@pytest.mark.parametrize("name, case, make, message, cuda", BAD, ids=BAD_IDS)
+def test_fake_refuses_what_eager_refuses(op, name, case, make, message, cuda):
+    # Under FakeTensorMode (what torch.compile traces with; devices are pretended, so
+    # the device checks run without a GPU) ...
+    if cuda and "cuda" not in FAKE_DEVICES:
+        pytest.skip("this torch is built without CUDA: no fake CUDA tensors")
+    with FakeTensorMode():
+        args = make()
+        with expect_error(message, RuntimeError, what=f"the fake ch05::{name} with {case}"):
+            getattr(torch.ops.ch05, name)(*args)
+    # ... and on the meta device (the same fake implementation serves it).
+    if not cuda:
+        args = [a.to("meta") if isinstance(a, torch.Tensor) else a for a in make()]
+        with expect_error(message, RuntimeError, what=f"ch05::{name} on meta tensors with {case}"):
+            getattr(torch.ops.ch05, name)(*args)
+
+
+FAKE_CASES = [  # (id, N, F, need_feats, need_points, feats given)
+    ("N=11 F=5", 11, 5, True, True, True), ("N=0", 0, 5, True, True, True), ("F=0", 3, 0, True, True, True),
+    ("feats only", 11, 5, True, False, True), ("feats only, feats None", 11, 5, True, False, False),
+    ("points only", 11, 5, False, True, True), ("neither", 11, 5, False, False, True),
+    ("neither, feats None", 0, 0, False, False, False),
+]
+
+
+@pytest.mark.exercise("fake-impl")
+@pytest.mark.parametrize("case, N, F, need_feats, need_points, give_feats", FAKE_CASES, ids=[c[0] for c in FAKE_CASES])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16], ids=["float64", "bfloat16"])
+def test_fake_outputs_match_eager(op, case, N, F, need_feats, need_points, give_feats, dtype):
+    feats, points = inputs(N, F, dtype=dtype, which="none")
+    grad_out = torch.randn(N, F).to(dtype)
+    f = feats if give_feats else None
+    real = [torch.ops.ch05.trilinear(feats, points),
+            *torch.ops.ch05.trilinear_backward(grad_out, f, points, need_feats, need_points)]
+    for device in FAKE_DEVICES:  # fake CUDA tensors need no GPU
+        with FakeTensorMode():
+            ff = torch.empty(feats.shape, dtype=dtype, device=device)
+            fp = torch.empty(points.shape, dtype=dtype, device=device)
+            fg = torch.empty(grad_out.shape, dtype=dtype, device=device)
+            fake = [torch.ops.ch05.trilinear(ff, fp),
+                    *torch.ops.ch05.trilinear_backward(fg, ff if give_feats else None, fp, need_feats, need_points)]
+            for r, k, what in zip(real, fake, ("out", "grad_feats", "grad_points")):
+                got = (tuple(k.shape), k.stride(), k.dtype, k.device.type)
+                want = (tuple(r.shape), r.stride(), r.dtype, device)
+                assert got == want, (f"the fake {what} ({case}, {device}): (shape, strides, dtype, device) {got}, "
+                                     f"the C++ op gives {want}")
+
+
+@pytest.mark.exercise("fake-impl")
 def test_opcheck(op, device, dtype):
     # opcheck runs the op under FakeTensor (our fake impl must agree with the real
     # kernel), checks the schema and the autograd registration, and traces it
     # with AOTAutograd, comparing to eager.
-    feats, points = inputs(5, 7, device, dtype, requires_grad=True)
+    feats, points = inputs(5, 7, device, dtype)
     torch.library.opcheck(torch.ops.ch05.trilinear.default, (feats, points))
     grad_out = torch.randn(5, 7, device=device, dtype=dtype)
-    for need in [(True, True), (True, False), (False, True)]:
+    for need_feats, need_points, give_feats in NEEDS:
+        f = feats.detach() if give_feats else None
         torch.library.opcheck(torch.ops.ch05.trilinear_backward.default,
-                              (grad_out, feats.detach(), points.detach(), *need))
-
-
-@pytest.mark.exercise("fake-impl")
-def test_fake_impl_shapes(op):
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
-    with FakeTensorMode():
-        feats, points = torch.empty(11, 8, 5), torch.empty(11, 3)
-        out = torch.ops.ch05.trilinear(feats, points)
-        gf, gp = torch.ops.ch05.trilinear_backward(torch.empty(11, 5), feats, points, False, True)
-    assert out.shape == (11, 5) and gf.shape == (0,) and gp.shape == (11, 3)
-
-
-@pytest.mark.exercise("fake-impl")
-@pytest.mark.exercise("op-backward")
-def test_torch_compile_fullgraph(op, device):
-    def loss_fn(feats, points, grad_out):
-        return (op.trilinear(feats, points) * grad_out).sum()
-
-    feats, points = inputs(33, 20, device, requires_grad=True)
-    grad_out = torch.randn(33, 20, device=device)
-    torch._dynamo.reset()
-    compiled = torch.compile(loss_fn, fullgraph=True, backend=BACKEND[device])
-    loss = compiled(feats, points, grad_out)
-    gf, gp = torch.autograd.grad(loss, (feats, points))
-    loss_ref = loss_fn(feats, points, grad_out)
-    gf_ref, gp_ref = torch.autograd.grad(loss_ref, (feats, points))
-    torch.testing.assert_close(loss, loss_ref)
-    torch.testing.assert_close(gf, gf_ref)
-    torch.testing.assert_close(gp, gp_ref)
+                              (grad_out, f, points.detach(), need_feats, need_points))
 
 
 # ---------------------------------------------------------------------------
-# Input checks and edge cases (through the operator, as a user calls it).
-
-BAD = [
-    ("feats rank", lambda: (torch.randn(4, 8), torch.rand(4, 3)), "feats must have shape \\(N, 8, F\\)"),
-    ("7 corners", lambda: (torch.randn(4, 7, 2), torch.rand(4, 3)), "feats must have shape \\(N, 8, F\\)"),
-    ("points (N, 2)", lambda: (torch.randn(5, 8, 2), torch.rand(5, 2)), "points must have shape \\(N, 3\\) with N = 5"),
-    ("N differs", lambda: (torch.randn(5, 8, 2), torch.rand(4, 3)), "points must have shape \\(N, 3\\) with N = 5"),
-    ("int feats", lambda: (torch.ones(4, 8, 2, dtype=torch.int32), torch.rand(4, 3)), "feats must be float64"),
-    ("dtype mismatch", lambda: (torch.randn(4, 8, 2), torch.rand(4, 3, dtype=torch.float64)),
-     "points must have the dtype of feats"),
-]
+# Route 2, Python: the autograd registration.
 
 
-@pytest.mark.parametrize("case, make, message", BAD, ids=[b[0] for b in BAD])
-def test_bad_inputs(ext, case, make, message):
-    feats, points = make()
-    with pytest.raises(RuntimeError, match="trilinear: " + message):
-        torch.ops.ch05.trilinear(feats, points)
+@pytest.mark.exercise("op-autograd")
+@pytest.mark.parametrize("which", WHICH)
+def test_op_gradients(op, device, dtype, which):
+    check_gradients(op.trilinear, device, dtype, which)
+
+
+@pytest.mark.exercise("op-autograd")
+def test_op_gradcheck(op, device):
+    gradcheck_route(op.trilinear, device)
+
+
+@pytest.mark.exercise("op-autograd")
+@pytest.mark.parametrize("which", WHICH)
+def test_op_needs_input_grad(op, monkeypatch, which):
+    spy = Spy(op.trilinear_backward_op)
+    monkeypatch.setattr(op, "trilinear_backward_op", spy)
+    feats, points = inputs(7, 5, which=which)
+    op.trilinear(feats, points).sum().backward()
+    assert spy.calls == [(feats.requires_grad, points.requires_grad)], \
+        "backward must ask the backward op only for the gradients autograd needs (ctx.needs_input_grad)"
+    assert (feats.grad is not None) == feats.requires_grad and (points.grad is not None) == points.requires_grad
+
+
+@pytest.mark.exercise("op-autograd")
+@pytest.mark.parametrize("which", WHICH)
+def test_op_saves_only_what_backward_needs(op, which):
+    check_saved(op.trilinear, which)
+
+
+@pytest.mark.exercise("op-autograd")
+def test_op_grad_out_layouts(op, device):
+    check_grad_out_layouts(op.trilinear, device)
+
+
+@pytest.mark.exercise("op-autograd")
+@pytest.mark.parametrize("loss", ["square", "sum", "penalty"])
+def test_op_refuses_double_backward(op, loss):
+    with expect_error("double backward", RuntimeError, what=f"a second derivative with loss {loss}"):
+        second_derivative(op.trilinear, loss)
+
+
+@pytest.mark.exercise("op-autograd")
+@pytest.mark.parametrize("which", WHICH)
+def test_torch_compile_fullgraph(op, device, which):
+    def loss_fn(feats, points, weight):
+        return (op.trilinear(feats * 2, points) * weight).sum()
+
+    feats, points = inputs(33, 20, device, torch.float64, which)
+    weight = torch.randn(33, 20, device=device, dtype=torch.float64)
+    wanted = [t for t in (feats, points) if t.requires_grad]
+    torch._dynamo.reset()
+    compiled = torch.compile(loss_fn, fullgraph=True, backend=BACKEND[device])
+    loss = compiled(feats, points, weight)
+    grads = torch.autograd.grad(loss, wanted)
+    ref_feats, ref_points = REFERENCE.trilinear_grads(weight, feats * 2, points)
+    assert_f64(loss.reshape(1), reference_out(feats * 2, points).mul(weight.cpu()).sum().reshape(1), "compiled loss")
+    refs = {"feats": 2 * ref_feats, "points": ref_points}
+    for g, name in zip(grads, [n for n, t in (("feats", feats), ("points", points)) if t.requires_grad]):
+        assert_f64(g, refs[name], f"compiled {name} gradient")
+
+
+def test_torch_export(op):
+    class M(torch.nn.Module):
+        def forward(self, feats, points):
+            return op.trilinear(feats, points).relu()
+
+    exported = torch.export.export(M(), inputs(4, 3, which="none"))
+    assert any(n.target is torch.ops.ch05.trilinear.default for n in exported.graph.nodes)
 
 
 @pytest.mark.cuda
 def test_device_mix(ext):
     if build.describe(ext) != "CPU+CUDA":
         pytest.skip("built without CUDA")
-    with pytest.raises(RuntimeError, match="trilinear: feats and points must be on the same device"):
+    with expect_error("trilinear: feats and points must be on the same device"):
         torch.ops.ch05.trilinear(torch.randn(4, 8, 2, device="cuda"), torch.rand(4, 3))
 
 
-@pytest.mark.parametrize("N, F", [(0, 5), (4, 0)])
-def test_empty(op, device, N, F):
-    feats, points = inputs(N, F, device, requires_grad=True)
-    out = op.trilinear(feats, points)
-    assert out.shape == (N, F)
-    out.sum().backward()
-    assert feats.grad.shape == feats.shape and points.grad.shape == points.shape
-    assert not points.grad.any(), "with F = 0 the output does not depend on the points"
+# ---------------------------------------------------------------------------
+# Fake quantisation: the kernel.
+
+QDTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
+OPMATH = {torch.float64: torch.float64, torch.float32: torch.float32, torch.float16: torch.float32,
+          torch.bfloat16: torch.float32}
+# (scale, zero_point, quant_min, quant_max): int8, uint8 with an odd zero point, 4 bits, a narrow odd range.
+# 0.07 and 0.3 have inverses that round differently in float and in double (0.1, 0.25 and 1.0 do not).
+GRIDS = [(0.1, 0, -128, 127), (0.07, 131, 0, 255), (0.25, -3, -8, 7), (0.3, 1, -5, 5)]
 
 
-def test_non_contiguous(op, device):
-    feats, points = inputs(9, 6, device)
-    feats_t = feats.transpose(0, 2).contiguous().transpose(0, 2)  # same values, other strides
-    points_t = points.t().contiguous().t()
-    assert not feats_t.is_contiguous() and not points_t.is_contiguous()
-    torch.testing.assert_close(op.trilinear(feats_t, points_t), op.trilinear(feats, points))
+def assert_same_bits(out, expected, what):
+    """assert_bitwise, except that a NaN matches any NaN (conversions to bfloat16 may set other payload bits)."""
+    nan = expected.cpu().isnan()
+    assert torch.equal(out.cpu().isnan(), nan), f"{what}: NaN where none is expected, or a NaN lost (NaN must stay NaN)"
+    assert_bitwise(out.cpu()[~nan], expected.cpu()[~nan], what)
+
+
+def fake_quantize_reference(x, scale, zero_point, quant_min, quant_max):
+    """The rule in plain PyTorch, in the arithmetic type (float for float16/bfloat16): (out, mask)."""
+    t = OPMATH[x.dtype]
+    xs = x.detach().cpu().to(t)
+    s = torch.tensor(scale, dtype=t)
+    inv = torch.tensor(1, dtype=t) / s
+    q = torch.round(xs * inv) + zero_point  # torch.round: ties to even
+    mask = (q >= quant_min) & (q <= quant_max)
+    out = (q.clamp(quant_min, quant_max) - zero_point) * s  # torch.clamp lets NaN through
+    return out.to(x.dtype), mask
+
+
+def quantize_inputs(dtype, scale, zero_point, quant_min, quant_max):
+    """Values on both sides of every level and of every tie (k + 1/2) * scale, at the range's ends and outside,
+    signed zeros, tiny values of both signs, infinities, NaN, and random values."""
+    t = OPMATH[dtype]
+    k = torch.arange(quant_min - zero_point - 3, quant_max - zero_point + 4, dtype=torch.float64)[:300]
+    centres = torch.cat([k * scale, (k + 0.5) * scale]).to(t)
+    near = torch.cat([centres, torch.nextafter(centres, centres + 1), torch.nextafter(centres, centres - 1)])
+    special = torch.tensor([0.0, -0.0, 1e-30, -1e-30, 0.2 * scale, -0.2 * scale, 0.49 * scale, -0.49 * scale,
+                            float("inf"), float("-inf"), float("nan"), 1e30, -1e30], dtype=torch.float64)
+    rand = torch.randn(2000, dtype=torch.float64) * scale * (quant_max - quant_min) / 3
+    return torch.cat([near.double(), special, rand]).to(dtype)
+
+
+@pytest.mark.exercise("fake-quantize")
+@pytest.mark.parametrize("grid", GRIDS, ids=[f"scale{s}-zp{z}-[{a},{b}]" for s, z, a, b in GRIDS])
+def test_fake_quantize_bitwise(ext, device, dtype, grid):
+    x = quantize_inputs(dtype, *grid).to(device)
+    with poisoned_empty():
+        out, mask = ext.fake_quantize(x, *grid)
+    ref_out, ref_mask = fake_quantize_reference(x, *grid)
+    assert_same_bits(out, ref_out, f"fake_quantize {dtype} (ties to even, signed zeros, NaN and clamping included)")
+    assert mask.dtype == torch.bool, f"mask: dtype {mask.dtype}, expected torch.bool"
+    assert torch.equal(mask.cpu(), ref_mask), f"mask: {(mask.cpu() != ref_mask).sum().item()} elements wrong"
+
+
+@pytest.mark.exercise("fake-quantize")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=["float32", "float16", "bfloat16"])
+def test_fake_quantize_matches_pytorch(ext, device, dtype):
+    # PyTorch's own fake quantisation, for finite inputs (it turns NaN into a level).
+    for grid in GRIDS:
+        x = quantize_inputs(dtype, *grid).to(device)
+        x = x[torch.isfinite(x)]
+        out, mask = ext.fake_quantize(x, *grid)
+        ref_out, ref_mask = torch.ops.aten.fake_quantize_per_tensor_affine_cachemask(x, *grid)
+        assert_bitwise(out, ref_out, f"fake_quantize vs torch.fake_quantize_per_tensor_affine, {dtype}, grid {grid}")
+        assert torch.equal(mask, ref_mask), f"mask vs PyTorch's, {dtype}, grid {grid}"
+
+
+@pytest.mark.exercise("fake-quantize")
+def test_fake_quantize_layouts(ext, device):
+    grid = GRIDS[1]
+    x = quantize_inputs(torch.float64, *grid)[:2400].reshape(60, 40).to(device)
+    for name, v in {**layouts(x), "expanded": x[:1].expand(5, 40)}.items():
+        out, mask = ext.fake_quantize(v, *grid)
+        ref_out, ref_mask = fake_quantize_reference(v, *grid)
+        assert_same_bits(out, ref_out, f"fake_quantize of x {name}")
+        assert torch.equal(mask.cpu(), ref_mask), f"mask of x {name}"
+    out, mask = ext.fake_quantize(torch.empty(0, 3, device=device), *GRIDS[0])
+    assert out.shape == mask.shape == (0, 3)
+
+
+BAD_QUANTIZE = [
+    ("int x", lambda: (torch.ones(3, dtype=torch.int32), 0.1, 0, -128, 127),
+     "fake_quantize: x must be float64, float32, float16 or bfloat16, got Int"),
+    ("float8 x", lambda: (torch.zeros(3, dtype=F8), 0.1, 0, -128, 127), "fake_quantize: x must be float64"),
+    ("scale 0", lambda: (torch.ones(3), 0.0, 0, -128, 127), "fake_quantize: scale must be a positive"),
+    ("scale < 0", lambda: (torch.ones(3), -0.1, 0, -128, 127), "fake_quantize: scale must be a positive"),
+    ("scale nan", lambda: (torch.ones(3), float("nan"), 0, -128, 127), "fake_quantize: scale must be a positive"),
+    ("scale inf", lambda: (torch.ones(3), float("inf"), 0, -128, 127), "fake_quantize: scale must be a positive"),
+    ("scale subnormal", lambda: (torch.ones(3), 1e-40, 0, -128, 127), "fake_quantize: scale must be a positive"),
+    ("min > max", lambda: (torch.ones(3), 0.1, 0, 5, 4), "fake_quantize: quant_min must not exceed quant_max"),
+    ("zero point below", lambda: (torch.ones(3), 0.1, -129, -128, 127), "fake_quantize: zero_point must lie in"),
+    ("zero point above", lambda: (torch.ones(3), 0.1, 256, 0, 255), "fake_quantize: zero_point must lie in"),
+    ("levels beyond 2^24", lambda: (torch.ones(3), 0.1, 0, 0, 2**24 + 1), r"fake_quantize: quant_min and quant_max"),
+]
+
+
+@pytest.mark.parametrize("case, make, message", BAD_QUANTIZE, ids=[b[0] for b in BAD_QUANTIZE])
+def test_fake_quantize_bad_inputs(ext, case, make, message):
+    with expect_error(message, what=f"fake_quantize with {case}"):
+        ext.fake_quantize(*make())
 
 
 # ---------------------------------------------------------------------------
-# The straight-through round.
+# Fake quantisation: the straight-through gradient.
 
 
-def round_inputs(device, dtype):
-    ties = torch.arange(-6, 6, dtype=torch.float64) + 0.5  # -5.5 ... 5.5: half of them round down
-    special = torch.tensor([0.0, -0.0, 0.49999997, -0.49999997, 1e4 + 0.5, float("inf"), float("-inf")],
-                           dtype=torch.float64)
-    x = torch.cat([torch.randn(3000, dtype=torch.float64) * 40, ties, special])
-    return x.to(device=device, dtype=dtype)
+def ste_reference_grad(x, grad_out, grid):
+    """d fake_quantize / dx taken as 1 where the level was in range, 0 where it was clamped: grad_out * mask."""
+    _, mask = fake_quantize_reference(x, *grid)
+    return grad_out.detach().cpu() * mask
 
 
-@pytest.mark.exercise("round-half-even")
-def test_round_matches_torch_round(ext, device, dtype):
-    x = round_inputs(device, dtype)
-    with poisoned_empty():
-        y = ext.round(x)
-    torch.testing.assert_close(y, torch.round(x), rtol=0, atol=0)
-    nan = torch.tensor([float("nan")], device=device, dtype=dtype)
-    assert ext.round(nan).isnan().all()
+@pytest.mark.exercise("quantize-ste")
+@pytest.mark.parametrize("grid", GRIDS[:2], ids=["int8", "uint8"])
+def test_ste_gradient(ste, device, dtype, grid):
+    x = quantize_inputs(dtype, *grid)
+    x = x[~x.isnan()].to(device).requires_grad_()
+    grad_out = torch.randn(x.shape, dtype=torch.float64).to(device=device, dtype=dtype)
+    grad_out[::7] = -0.0
+    out = ste.fake_quantize(x, *grid)
+    assert_bitwise(out, fake_quantize_reference(x, *grid)[0], "fake_quantize output")
+    out.backward(grad_out)
+    assert_bitwise(x.grad, ste_reference_grad(x, grad_out, grid),
+                   "x.grad: grad_out times 1 (level in range) or 0 (clamped); a product keeps -0.0 and NaN")
+    if dtype != torch.float64:  # PyTorch's own STE, for comparison
+        x2 = x.detach().clone().requires_grad_()
+        torch.fake_quantize_per_tensor_affine(x2, *grid).backward(grad_out)
+        assert_bitwise(x.grad, x2.grad, "x.grad vs torch.fake_quantize_per_tensor_affine's gradient")
 
 
-@pytest.mark.exercise("round-half-even")
-def test_round_shapes(ext, device):
-    x = (torch.randn(6, 5, device=device) * 10).t()  # non-contiguous
-    torch.testing.assert_close(ext.round(x), torch.round(x), rtol=0, atol=0)
-    assert ext.round(torch.empty(0, 3, device=device)).shape == (0, 3)
+@pytest.mark.exercise("quantize-ste")
+def test_ste_saves_only_the_mask(ste):
+    x = (torch.randn(50) * 10).requires_grad_()
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: (saved.append(t), t)[1], lambda t: t):
+        ste.fake_quantize(x, 0.1)
+    kinds = [(tuple(t.shape), t.dtype) for t in saved]
+    assert kinds == [((50,), torch.bool)], f"saved for backward: {kinds}; the backward needs only the bool mask"
 
 
-def test_round_bad_dtype(ext):
-    with pytest.raises(RuntimeError, match="round: x must be float64, float32, float16 or bfloat16, got Int"):
-        ext.round(torch.ones(3, dtype=torch.int32))
+@pytest.mark.exercise("quantize-ste")
+def test_ste_grad_out_layouts(ste, device):
+    x = (torch.randn(30, 20, dtype=torch.float64, device=device) * 15).requires_grad_()
+    for name, g in grad_out_layouts(30, 20, device, torch.float64).items():
+        x.grad = None
+        ste.fake_quantize(x, 0.1).backward(g)
+        assert_bitwise(x.grad, ste_reference_grad(x, g, (0.1, 0, -128, 127)), f"x.grad with grad_out {name}")
+    x.grad = None
+    ste.fake_quantize(x, 0.1).sum().backward()
+    assert_bitwise(x.grad, ste_reference_grad(x, torch.ones_like(x), (0.1, 0, -128, 127)), "x.grad of .sum()")
 
 
-@pytest.mark.exercise("ste-backward")
-def test_ste_gradient_is_identity(ste, device, dtype):
-    x = round_inputs(device, dtype)[:3000].requires_grad_()
-    weight = torch.randn_like(x)
-    (ste.round_ste(x) * weight).sum().backward()
-    torch.testing.assert_close(x.grad, weight, rtol=0, atol=0)
-    # The true derivative, for contrast: torch.round's backward is zero.
-    x2 = x.detach().clone().requires_grad_()
-    (torch.round(x2) * weight).sum().backward()
-    assert not x2.grad.any()
+@pytest.mark.exercise("quantize-ste")
+def test_ste_double_backward(ste, device):
+    # The backward is grad_out * mask: differentiable. A gradient penalty through
+    # fake_quantize must get its second-order term: with loss = sum(w * q(x)) and
+    # g = dloss/dx = w * mask, d(loss + sum(g^2))/dw = q(x) + 2 w mask.
+    grid = (0.1, 0, -128, 127)
+    for dtype in (torch.float64, torch.float32):
+        x = (torch.randn(200, dtype=torch.float64) * 10).to(device=device, dtype=dtype).requires_grad_()
+        w = torch.randn(200, dtype=torch.float64).to(device=device, dtype=dtype).requires_grad_()
+        q = ste.fake_quantize(x, *grid)
+        loss = (q * w).sum()
+        (gx,) = torch.autograd.grad(loss, x, create_graph=True)
+        (loss + gx.square().sum()).backward()
+        ref_q, mask = fake_quantize_reference(x, *grid)
+        assert_bitwise(w.grad, ref_q + 2 * w.detach().cpu() * mask, f"d/dw of a gradient penalty, {dtype}")
+        if dtype == torch.float32:  # the same through PyTorch's own fake quantisation
+            w2 = w.detach().clone().requires_grad_()
+            loss = (torch.fake_quantize_per_tensor_affine(x, *grid) * w2).sum()
+            (gx,) = torch.autograd.grad(loss, x, create_graph=True)
+            (loss + gx.square().sum()).backward()
+            assert_bitwise(w.grad, w2.grad, "d/dw of a gradient penalty vs torch.fake_quantize_per_tensor_affine")
+    x = (torch.randn(20, dtype=torch.float64) * 3).requires_grad_()
+    assert torch.autograd.gradgradcheck(lambda t: ste.fake_quantize(t, 0.5, 0, -4, 4), (x,))
 
 
-@pytest.mark.exercise("ste-backward")
+@pytest.mark.exercise("quantize-ste")
 def test_fake_quantize_learns(ste):
-    # Fit w so that fake_quantize(w, 0.25) == 0.75: the STE lets the gradient through the rounding.
-    w = torch.tensor([0.1, -1.3], requires_grad=True)
+    # Fit w so that fake_quantize(w) == 0.75 (a level). The STE lets the gradient
+    # through the rounding; the first weight starts beyond the last level (7 * 0.25),
+    # where the clamp's derivative is 0: it must not move.
+    w = torch.tensor([0.1, -1.3, 2.6], requires_grad=True)
     opt = torch.optim.SGD([w], lr=0.1)
     for _ in range(50):
-        loss = ((ste.fake_quantize(w, 0.25) - 0.75) ** 2).sum()
+        loss = ((ste.fake_quantize(w, 0.25, 0, -8, 7) - 0.75) ** 2).sum()
         opt.zero_grad()
         loss.backward()
         opt.step()
-    torch.testing.assert_close(ste.fake_quantize(w, 0.25).detach(), torch.tensor([0.75, 0.75]))
+    torch.testing.assert_close(ste.fake_quantize(w, 0.25, 0, -8, 7)[:2].detach(), torch.tensor([0.75, 0.75]))
+    assert w[2].item() == pytest.approx(2.6), "a clamped value has no gradient: it must not move"
 
 
 # ---------------------------------------------------------------------------
 # FeatureGrid.
 
 
-def grid_sample_reference(values, resolution, points):
-    """The same lookup with F.grid_sample (align_corners=True: -1 and 1 are the first and last vertex)."""
+def grid_reference(values, resolution, points):
+    """FeatureGrid by F.grid_sample (mode="bilinear" on a 5-D input is trilinear; align_corners=True puts -1 and 1
+    on the first and last vertex), on the vertex grid padded by one vertex on every side whose value extends
+    the outer cell linearly (2 v[0] - v[1], 2 v[R] - v[R-1]). grid_sample picks cell floor(s), as FeatureGrid
+    does; the padding makes "the last cell for s = R, extrapolate outside" come out as FeatureGrid defines it,
+    value and gradients. Differentiable in values and points."""
     R1 = resolution + 1
-    volume = values.reshape(R1, R1, R1, -1).permute(3, 2, 1, 0)[None]  # (1, F, D=z, H=y, W=x)
-    out = Fn.grid_sample(volume, points[None, :, None, None, :], mode="bilinear", align_corners=True)
+    v = values.reshape(R1, R1, R1, -1)  # (x, y, z, F)
+    for axis in range(3):
+        first, second = v.narrow(axis, 0, 1), v.narrow(axis, 1, 1)
+        last, before = v.narrow(axis, R1 - 1, 1), v.narrow(axis, R1 - 2, 1)
+        v = torch.cat([2 * first - second, v, 2 * last - before], axis)
+    volume = v.permute(3, 2, 1, 0)[None]  # (1, F, D=z, H=y, W=x)
+    s = (points + 1) * (0.5 * resolution)  # FeatureGrid's grid units (the spec's formula)
+    g = (s + 1) / (0.5 * (resolution + 2)) - 1  # the padded grid's [-1, 1]: vertex i at s = i sits at i + 1
+    out = Fn.grid_sample(volume, g[None, :, None, None, :], mode="bilinear", align_corners=True)
     return out[0, :, :, 0, 0].t()  # (N, F)
 
 
+def boundary_points(resolution, device):
+    """Points with some coordinates exactly on vertex planes (s integer in float64), on the far face (p = 1), on
+    the near face (p = -1), in corners, and slightly outside the cube."""
+    R = resolution
+    plane = [(2 * i / R) - 1 for i in range(R + 1)]
+    plane = [p for p in plane if ((p + 1) * (0.5 * R)) == round((p + 1) * (0.5 * R))]  # s exactly integer
+    torch.manual_seed(5)
+    rows = []
+    for p in plane:
+        for axis in range(3):
+            r = (torch.rand(3, dtype=torch.float64) * 2 - 1).tolist()
+            r[axis] = p
+            rows.append(r)
+    rows += [[1.0, 1.0, 1.0], [-1.0, -1.0, -1.0], [1.0, -1.0, 0.3], [-1.0, 1.0, 1.0], [plane[1], 1.0, plane[-2]],
+             [1.02, 0.1, -0.3], [-1.03, 0.5, 0.5], [0.2, 1.01, -1.04]]
+    return torch.tensor(rows, dtype=torch.float64, device=device)
+
+
 @pytest.mark.exercise("grid-lookup")
-def test_feature_grid_matches_grid_sample(grid_module, device):
+def test_feature_grid_matches_reference(grid_module, device):
     torch.manual_seed(1)
-    grid = grid_module.FeatureGrid(resolution=5, features=3, device=device, dtype=torch.float64)
-    points = torch.rand(500, 3, device=device, dtype=torch.float64) * 2 - 1
-    corners = torch.tensor([[-1.0, -1, -1], [1, 1, 1], [1, -1, 0.2], [0.2, 0.6, -0.6]], device=device,
-                           dtype=torch.float64)  # vertices and the far faces
-    points = torch.cat([points, corners])
+    R = 6
+    grid = grid_module.FeatureGrid(resolution=R, features=3, device=device, dtype=torch.float64)
+    points = torch.cat([torch.rand(400, 3, dtype=torch.float64, device=device) * 2 - 1, boundary_points(R, device)])
+    points.requires_grad_()
+    weight = torch.randn(points.shape[0], 3, dtype=torch.float64, device=device)
     out = grid(points)
-    ref = grid_sample_reference(grid.values.detach(), 5, points)
-    assert_close(out, ref, torch.float64, what="FeatureGrid output")
+    (out * weight).sum().backward()
+    values = grid.values.detach().clone().requires_grad_()
+    p = points.detach().clone().requires_grad_()
+    ref = grid_reference(values, R, p)
+    (ref * weight).sum().backward()
+    assert_f64(out, ref, "FeatureGrid output (random points, cell boundaries, far face, outside)")
+    assert_f64(grid.values.grad, values.grad, "FeatureGrid values.grad")
+    assert_f64(points.grad, p.grad, "FeatureGrid points.grad (one-sided at cell boundaries: the cell floor(s))")
 
 
 @pytest.mark.exercise("grid-lookup")
-def test_feature_grid_gradients(grid_module):
+def test_cell_lookup_at_boundaries(grid_module):
+    R = 4
+    points = torch.tensor([[-1.0, -0.5, 0.0], [1.0, 0.5, -1.0], [0.25, 1.0, 0.999]], dtype=torch.float64)
+    index, local = grid_module.cell_lookup(points, R)
+    # Cells by hand: s = (p + 1) * R / 2 = (0, 1, 2), (4, 3, 0), (2.5, 4, 3.998); lower vertex floor(s), the far
+    # face (s = R) in the last cell R - 1.
+    lower = [(0, 1, 2), (3, 3, 0), (2, 3, 3)]
+    expect_local = torch.tensor([[-1.0, -1, -1], [1, -1, -1], [0.0, 1, 2 * (3.998 - 3) - 1]], dtype=torch.float64)
+    R1 = R + 1
+    expect_index = torch.tensor([[((i + (k >> 2 & 1)) * R1 + j + (k >> 1 & 1)) * R1 + l + (k & 1) for k in range(8)]
+                                 for i, j, l in lower])
+    assert index.shape == (3, 8) and torch.equal(index.cpu().long(), expect_index), (
+        f"vertex indices {index.tolist()}, expected {expect_index.tolist()}")
+    assert_f64(local, expect_local, "local coordinates", rtol=1e-12)
+
+
+@pytest.mark.exercise("grid-lookup")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=["float32", "float16", "bfloat16"])
+def test_feature_grid_low_precision(grid_module, dtype):
+    # A fine grid: in float16/bfloat16 the grid coordinate s = (p + 1) / 2 * R itself would lose the position
+    # inside the cell. The lookup works in float32 (or float64 for float64 points); only the local coordinates
+    # passed to the op are rounded to the grid's dtype.
+    torch.manual_seed(2)
+    R = 100
+    grid = grid_module.FeatureGrid(resolution=R, features=4, dtype=dtype)
+    points = (torch.rand(3000, 3) * 2 - 1).to(dtype)
+    out = grid(points)
+    assert out.dtype == dtype
+    ref = grid_reference(grid.values.detach().double(), R, points.double())
+    tol = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}[dtype]
+    assert_close(out, ref.to(dtype), dtype, "FeatureGrid output", tol=tol)
+
+
+@pytest.mark.exercise("grid-lookup")
+def test_feature_grid_gradcheck(grid_module):
     grid = grid_module.FeatureGrid(resolution=3, features=2, dtype=torch.float64)
     points = (torch.rand(20, 3, dtype=torch.float64) * 1.8 - 0.9).requires_grad_()
     values = grid.values.detach().clone().requires_grad_()

@@ -18,41 +18,57 @@
 
 #include "trilinear.h"
 
-// The backward operator. A schema has a fixed number of returns, and each
-// `Tensor` return must be a real tensor, so a gradient nobody asked for comes
-// back as an empty tensor (numel 0) rather than as a missing one; the Python
-// side turns it into None.
-static std::tuple<at::Tensor, at::Tensor> trilinear_backward_op(const at::Tensor& grad_out, const at::Tensor& feats,
+// The backward operator's kernel: trilinear_backward, with "not needed" said the
+// way a schema can say it (see the README, exercise op-register).
+static std::tuple<at::Tensor, at::Tensor> trilinear_backward_op(const at::Tensor& grad_out,
+                                                                const std::optional<at::Tensor>& feats,
                                                                 const at::Tensor& points, bool need_feats,
                                                                 bool need_points) {
+  // BEGIN SOLUTION op-register
+  // STUB: TORCH_CHECK(false, "exercise op-register is not done yet (see 05_autograd/README.md)");
+  // STUB: return {};
   auto [grad_feats, grad_points] = trilinear_backward(grad_out, feats, points, need_feats, need_points);
+  // A schema has a fixed number of returns, and each `Tensor` return must be a
+  // real tensor: a gradient nobody asked for comes back empty (numel 0), with
+  // the dtype and device of the others. The Python side turns it into None.
   if (!need_feats) {
-    grad_feats = at::empty({0}, feats.options());
+    grad_feats = at::empty({0}, grad_out.options());
   }
   if (!need_points) {
     grad_points = at::empty({0}, points.options());
   }
   return {grad_feats, grad_points};
+  // END SOLUTION
 }
 
 TORCH_LIBRARY(ch05, m) {
-  // Schemas use the same language as native_functions.yaml. No `(a!)`
-  // annotations: both ops are functional (they return new tensors and modify
-  // none of their inputs), which is what torch.library.register_autograd requires.
+  // BEGIN SOLUTION op-register
+  // STUB: (void)m;  // no operator defined yet
+  // Schemas use the language of native_functions.yaml. Both ops are functional:
+  // they return new tensors and write to none of their inputs, so no argument
+  // carries an alias annotation such as (a!), which register_autograd requires.
+  // `Tensor?` is an optional tensor (None from Python, std::optional in C++).
   m.def("trilinear(Tensor feats, Tensor points) -> Tensor");
-  m.def("trilinear_backward(Tensor grad_out, Tensor feats, Tensor points, bool need_feats, bool need_points)"
+  m.def("trilinear_backward(Tensor grad_out, Tensor? feats, Tensor points, bool need_feats, bool need_points)"
         " -> (Tensor, Tensor)");
+  // END SOLUTION
 }
 
 // One function serves both keys: trilinear_forward already checks the inputs
 // and picks the CPU or the CUDA kernel by device (and, in a build without
 // CUDA, refuses CUDA tensors with a message that says so).
 TORCH_LIBRARY_IMPL(ch05, CPU, m) {
+  // BEGIN SOLUTION op-register
+  // STUB: (void)m;  // no kernel registered yet
   m.impl("trilinear", &trilinear_forward);
   m.impl("trilinear_backward", &trilinear_backward_op);
+  // END SOLUTION
 }
 
 TORCH_LIBRARY_IMPL(ch05, CUDA, m) {
+  // BEGIN SOLUTION op-register
+  // STUB: (void)m;  // no kernel registered yet
   m.impl("trilinear", &trilinear_forward);
   m.impl("trilinear_backward", &trilinear_backward_op);
+  // END SOLUTION
 }

@@ -5,13 +5,20 @@
 #include <ATen/ops/zeros.h>
 #include <c10/util/Exception.h>
 
+#include <string>
+
+// Named one by one: at::isFloatingType would also let the float8 types through.
+static bool is_kernel_dtype(at::ScalarType t) {
+  return t == at::kDouble || t == at::kFloat || t == at::kHalf || t == at::kBFloat16;
+}
+
 void check_trilinear_inputs(const at::Tensor& feats, const at::Tensor& points) {
   TORCH_CHECK(feats.dim() == 3 && feats.size(1) == 8,
               "trilinear: feats must have shape (N, 8, F), got ", feats.sizes());
   TORCH_CHECK(points.dim() == 2 && points.size(0) == feats.size(0) && points.size(1) == 3,
               "trilinear: points must have shape (N, 3) with N = ", feats.size(0),
               " as feats, got ", points.sizes());
-  TORCH_CHECK(at::isFloatingType(feats.scalar_type()),
+  TORCH_CHECK(is_kernel_dtype(feats.scalar_type()),
               "trilinear: feats must be float64, float32, float16 or bfloat16, got ", feats.scalar_type());
   TORCH_CHECK(points.scalar_type() == feats.scalar_type(),
               "trilinear: points must have the dtype of feats (", feats.scalar_type(), "), got ",
@@ -47,41 +54,67 @@ at::Tensor trilinear_forward(const at::Tensor& feats_in, const at::Tensor& point
   return out;
 }
 
-std::tuple<at::Tensor, at::Tensor> trilinear_backward(const at::Tensor& grad_out_in, const at::Tensor& feats_in,
+// The backward's own checks. Its sizes come from grad_out (N, F): feats, the
+// one argument that may be absent, cannot be the reference. Every check here has
+// a twin in the fake implementation (trilinear_op.py).
+static void check_backward_inputs(const at::Tensor& grad_out, const std::optional<at::Tensor>& feats,
+                                  const at::Tensor& points, bool need_points) {
+  TORCH_CHECK(grad_out.dim() == 2, "trilinear_backward: grad_out must have shape (N, F), got ", grad_out.sizes());
+  const int64_t N = grad_out.size(0), F = grad_out.size(1);
+  TORCH_CHECK(points.dim() == 2 && points.size(0) == N && points.size(1) == 3,
+              "trilinear_backward: points must have shape (N, 3) with N = ", N, " as grad_out, got ", points.sizes());
+  if (feats.has_value()) {
+    TORCH_CHECK(feats->dim() == 3 && feats->size(0) == N && feats->size(1) == 8 && feats->size(2) == F,
+                "trilinear_backward: feats must have shape (N, 8, F) = (", N, ", 8, ", F, ") as grad_out, got ",
+                feats->sizes());
+  }
+  TORCH_CHECK(feats.has_value() || !need_points,
+              "trilinear_backward: the points' gradient needs feats (need_points is true), got None");
+  TORCH_CHECK(is_kernel_dtype(grad_out.scalar_type()),
+              "trilinear_backward: grad_out must be float64, float32, float16 or bfloat16, got ", grad_out.scalar_type());
+  TORCH_CHECK(points.scalar_type() == grad_out.scalar_type(),
+              "trilinear_backward: points must have the dtype of grad_out (", grad_out.scalar_type(), "), got ",
+              points.scalar_type());
+  TORCH_CHECK(!feats.has_value() || feats->scalar_type() == grad_out.scalar_type(),
+              "trilinear_backward: feats must have the dtype of grad_out (", grad_out.scalar_type(), "), got ",
+              feats->scalar_type());
+  TORCH_CHECK(points.device() == grad_out.device() && (!feats.has_value() || feats->device() == grad_out.device()),
+              "trilinear_backward: grad_out, feats and points must be on the same device, got grad_out on ",
+              grad_out.device(), ", points on ", points.device(),
+              feats.has_value() ? ", feats on " + feats->device().str() : std::string());
+  TORCH_CHECK(grad_out.is_cpu() || grad_out.is_cuda(),
+              "trilinear_backward: tensors must be on the CPU or a CUDA GPU, got ", grad_out.device());
+}
+
+std::tuple<at::Tensor, at::Tensor> trilinear_backward(const at::Tensor& grad_out_in,
+                                                      const std::optional<at::Tensor>& feats_in,
                                                       const at::Tensor& points_in, bool need_feats, bool need_points) {
-  check_trilinear_inputs(feats_in, points_in);
-  TORCH_CHECK(grad_out_in.dim() == 2 && grad_out_in.size(0) == feats_in.size(0) && grad_out_in.size(1) == feats_in.size(2),
-              "trilinear_backward: grad_out must have shape (N, F) = (", feats_in.size(0), ", ", feats_in.size(2),
-              "), got ", grad_out_in.sizes());
-  TORCH_CHECK(grad_out_in.scalar_type() == feats_in.scalar_type(),
-              "trilinear_backward: grad_out must have the dtype of feats (", feats_in.scalar_type(), "), got ",
-              grad_out_in.scalar_type());
-  TORCH_CHECK(grad_out_in.device() == feats_in.device(),
-              "trilinear_backward: grad_out must be on the device of feats (", feats_in.device(), "), got ",
-              grad_out_in.device());
+  check_backward_inputs(grad_out_in, feats_in, points_in, need_points);
   // Gradients that arrive from autograd are often not contiguous (expanded, transposed).
   const at::Tensor grad_out = grad_out_in.contiguous();
-  const at::Tensor feats = feats_in.contiguous();
   const at::Tensor points = points_in.contiguous();
+  // Only the points' gradient reads feats; without it, feats is not even copied.
+  const at::Tensor feats = need_points ? feats_in->contiguous() : at::Tensor();
+  const int64_t N = grad_out.size(0), F = grad_out.size(1);
   // A gradient has the shape of its input: dL/dfeats is (N, 8, F), dL/dpoints (N, 3).
-  at::Tensor grad_feats = need_feats ? at::empty(feats.sizes(), feats.options()) : at::Tensor();
+  at::Tensor grad_feats = need_feats ? at::empty({N, 8, F}, grad_out.options()) : at::Tensor();
   at::Tensor grad_points = need_points ? at::empty(points.sizes(), points.options()) : at::Tensor();
   if (!need_feats && !need_points) {
     return {grad_feats, grad_points};
   }
-  if (feats.size(0) == 0) {
+  if (N == 0) {
     return {grad_feats, grad_points};  // N = 0: empty gradients, no kernel
   }
-  if (feats.size(2) == 0) {
+  if (F == 0) {
     if (need_points) grad_points.zero_();  // F = 0: out does not depend on the points
     return {grad_feats, grad_points};
   }
-  if (feats.is_cuda()) {
+  if (grad_out.is_cuda()) {
 #ifdef WITH_CUDA
     trilinear_backward_cuda(grad_out, feats, points, grad_feats, grad_points);
 #else
     TORCH_CHECK(false, "trilinear_backward: this extension was built without CUDA, so it cannot take tensors on ",
-                feats.device(), "; run ./course doctor to see why");
+                grad_out.device(), "; run ./course doctor to see why");
 #endif
   } else {
     trilinear_backward_cpu(grad_out, feats, points, grad_feats, grad_points);

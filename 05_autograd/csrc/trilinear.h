@@ -15,6 +15,9 @@
 #include <ATen/core/Tensor.h>
 #include <c10/macros/Macros.h>
 
+#include <optional>
+#include <tuple>
+
 // The weight of corner k. C10_HOST_DEVICE (= __host__ __device__ under nvcc,
 // nothing under a C++ compiler) lets the CPU and the CUDA kernel share it.
 // T is the arithmetic type: float for float/half/bfloat16 inputs, double for double.
@@ -54,13 +57,16 @@ void check_trilinear_inputs(const at::Tensor& feats, const at::Tensor& points);
 at::Tensor trilinear_forward(const at::Tensor& feats, const at::Tensor& points);
 
 // Backward: the gradients of a loss L with respect to feats and points, given
-// grad_out = dL/dout. Only the ones asked for are computed; the others come
-// back undefined (None in Python).
-std::tuple<at::Tensor, at::Tensor> trilinear_backward(const at::Tensor& grad_out, const at::Tensor& feats,
+// grad_out = dL/dout (N, F). Only the ones asked for are computed; the others come
+// back undefined (None in Python). feats is read only for the points' gradient:
+// it may be absent (std::nullopt, None in Python) when need_points is false, so
+// that autograd need not keep the largest tensor of the op alive for nothing.
+std::tuple<at::Tensor, at::Tensor> trilinear_backward(const at::Tensor& grad_out, const std::optional<at::Tensor>& feats,
                                                       const at::Tensor& points, bool need_feats, bool need_points);
 
 // The kernels take contiguous, checked inputs and a preallocated output.
-// An undefined grad_feats / grad_points means "not needed".
+// An undefined grad_feats / grad_points means "not needed"; feats may then be
+// undefined too when grad_points is (only the points' gradient reads it).
 void trilinear_forward_cpu(const at::Tensor& feats, const at::Tensor& points, at::Tensor& out);
 void trilinear_backward_cpu(const at::Tensor& grad_out, const at::Tensor& feats, const at::Tensor& points,
                             at::Tensor& grad_feats, at::Tensor& grad_points);

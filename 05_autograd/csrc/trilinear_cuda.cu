@@ -102,7 +102,7 @@ __global__ void backward_cuda_kernel(const scalar_t* __restrict__ grad_out, cons
       weight[k] = corner_weight<opmath_t>(k, u, v, w);
       corner_weight_grad<opmath_t>(k, u, v, w, d_du[k], d_dv[k], d_dw[k]);
     }
-    const scalar_t* f_n = feats + n * 8 * F;
+    const scalar_t* f_n = NEED_POINTS ? feats + n * 8 * F : nullptr;  // feats is null without NEED_POINTS
     for (int64_t f = threadIdx.x; f < F; f += blockDim.x) {
       const opmath_t g = static_cast<opmath_t>(grad_out[n * F + f]);
       if constexpr (NEED_FEATS) {
@@ -165,16 +165,17 @@ static void backward_cuda_launch(const at::Tensor& grad_out, const at::Tensor& f
                                  at::Tensor& grad_feats, at::Tensor& grad_points, dim3 grid, dim3 block,
                                  cudaStream_t stream) {
   backward_cuda_kernel<scalar_t, NEED_FEATS, NEED_POINTS><<<grid, block, 0, stream>>>(
-      grad_out.const_data_ptr<scalar_t>(), feats.const_data_ptr<scalar_t>(), points.const_data_ptr<scalar_t>(),
+      grad_out.const_data_ptr<scalar_t>(), NEED_POINTS ? feats.const_data_ptr<scalar_t>() : nullptr,
+      points.const_data_ptr<scalar_t>(),
       NEED_FEATS ? grad_feats.mutable_data_ptr<scalar_t>() : nullptr,
-      NEED_POINTS ? grad_points.mutable_data_ptr<scalar_t>() : nullptr, feats.size(0), feats.size(2));
+      NEED_POINTS ? grad_points.mutable_data_ptr<scalar_t>() : nullptr, grad_out.size(0), grad_out.size(1));
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
 void trilinear_backward_cuda(const at::Tensor& grad_out, const at::Tensor& feats, const at::Tensor& points,
                              at::Tensor& grad_feats, at::Tensor& grad_points) {
-  const c10::cuda::CUDAGuard guard(feats.device());
-  const int64_t N = feats.size(0), F = feats.size(2);
+  const c10::cuda::CUDAGuard guard(grad_out.device());
+  const int64_t N = grad_out.size(0), F = grad_out.size(1);
   const int tx = static_cast<int>(std::min<int64_t>(256, (F + 31) / 32 * 32));
   const int ty = 256 / tx;
   const int64_t blocks = (N + ty - 1) / ty;
@@ -182,7 +183,7 @@ void trilinear_backward_cuda(const at::Tensor& grad_out, const at::Tensor& feats
   const dim3 grid(static_cast<unsigned>(blocks)), block(tx, ty);
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   const bool need_feats = grad_feats.defined(), need_points = grad_points.defined();
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, feats.scalar_type(), "trilinear_backward_cuda", [&] {
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, grad_out.scalar_type(), "trilinear_backward_cuda", [&] {
     if (need_feats && need_points) {
       backward_cuda_launch<scalar_t, true, true>(grad_out, feats, points, grad_feats, grad_points, grid, block, stream);
     } else if (need_feats) {
