@@ -248,8 +248,11 @@ def _verdict_from(name: str, doc: dict | None, log: str, gpu: bool) -> Verdict:
 
 
 def grade(chapter: chapters.Chapter, workspace: Path | None, *, only: list[str] | None = None,
-          run_stubs: bool = False, compile_cuda: bool | None = None, progress=None) -> list[Verdict]:
-    """Grade each exercise of `workspace` (None: the chapter's own solution) alone."""
+          run_stubs: bool = False, compile_cuda: bool | None = None, progress=None,
+          stop_first: bool = False) -> list[Verdict]:
+    """Grade each exercise of `workspace` (None: the chapter's own solution) alone.
+
+    stop_first: stop an exercise's tests at its first failure (the self-check only needs one)."""
     import torch
 
     from . import toolkit
@@ -292,7 +295,7 @@ def grade(chapter: chapters.Chapter, workspace: Path | None, *, only: list[str] 
             # recompiles one or two files instead of building a fresh folder per exercise.
             source = GRADE_ROOT / tag / chapter.dirname
             spans = composite(chapter, name, bodies, source)
-        mode = "cuda" if cuda_build else "cpu"
+        mode = ("cuda" if cuda_build else "cpu") + ("-x" if stop_first and source != chapter.path else "")
         key = _verdict_key(chapter, source, name, mode)
         if key in cache:
             verdict = Verdict.from_json(cache[key])
@@ -304,7 +307,8 @@ def grade(chapter: chapters.Chapter, workspace: Path | None, *, only: list[str] 
                                   message=_compile_message(_map_lines(build_log, source, workspace, name, spans)),
                                   log=build_log)
             else:
-                doc, log = run_tests(chapter, source, name, GRADE_ROOT / tag / f"{name}.json", cuda_build=cuda_build)
+                doc, log = run_tests(chapter, source, name, GRADE_ROOT / tag / f"{name}.json", cuda_build=cuda_build,
+                                     stop_first=stop_first and source != chapter.path)
                 verdict = _verdict_from(name, doc, log, gpu)
             cache[key] = verdict.to_json()
         nvcc_files = [rel for rel in bodies if Path(rel).suffix in NVCC_SUFFIXES]

@@ -86,7 +86,7 @@ def check_variant(chapter: chapters.Chapter, variant: exercises.Variant) -> list
             return []  # it does not build: caught
         failed = [n for n, o in doc["outcomes"].items() if o in ("failed", "error")]
         return [] if failed else [f"{variant.name} ({variant.why}): outside every exercise, and every test passes"]
-    verdicts = grading.grade(chapter, ws, compile_cuda=False)
+    verdicts = grading.grade(chapter, ws, compile_cuda=False, stop_first=True)
     not_yet = sorted(v.exercise for v in verdicts if v.status == "NOT YET")
     problems = []
     if not_yet != sorted(names):
