@@ -24,19 +24,27 @@ import torch
 from coursekit import build, chapters
 
 
+def _same_sources(a: Path, b: Path) -> bool:
+    """Do two chapter folders hold the same csrc/, byte for byte?"""
+    files = [sorted(p.relative_to(root) for p in (root / "csrc").rglob("*") if p.is_file()) for root in (a, b)]
+    return files[0] == files[1] and all((a / p).read_bytes() == (b / p).read_bytes() for p in files[0])
+
+
 def _extension() -> ModuleType:
     """The compiled library; loading it registers torch.ops.ch06.*.
 
     A TORCH_LIBRARY namespace can be registered once per process, so a library
     that is already loaded (by the tests' build, or a pip-installed one) is
-    reused rather than built and loaded a second time.
+    reused rather than built and loaded a second time. One built from another
+    folder is the right one when its sources are the same as ours (the build
+    helper reuses the chapter's build for a copy with the same csrc/).
     """
     here = Path(__file__).resolve().parent
     loaded = sys.modules.get(chapters.find(here).module)
     if loaded is None:
         return build.build(here)  # compiles csrc/ if needed
     source = getattr(loaded, "__course_build__", {}).get("source")
-    if source is not None and Path(source) != here:
+    if source is not None and Path(source) != here and not _same_sources(Path(source), here):
         raise RuntimeError(f"upsample: the operators of {source} are already loaded in this process; "
                            f"start a new Python process to use the ones in {here}")
     return loaded
@@ -51,14 +59,75 @@ _forward = torch.ops.ch06.upsample_bilinear2d
 _backward = torch.ops.ch06.upsample_bilinear2d_backward
 
 
+# The fake kernels make the checks that the C++ entry points (csrc/ops.cpp) make,
+# with the same messages: under torch.compile or FakeTensorMode, or on meta
+# tensors, only these run, and a bad call must fail there as it fails eagerly.
+# (The device check has no counterpart: a fake tensor is on the device it fakes.)
+
+_DTYPE_NAMES = {  # c10's names, as the C++ messages print them
+    torch.bool: "Bool", torch.uint8: "Byte", torch.int8: "Char", torch.int16: "Short", torch.int32: "Int",
+    torch.int64: "Long", torch.complex32: "ComplexHalf", torch.complex64: "ComplexFloat",
+    torch.complex128: "ComplexDouble", torch.float8_e5m2: "Float8_e5m2", torch.float8_e4m3fn: "Float8_e4m3fn",
+}
+_FLOATS = (torch.float64, torch.float32, torch.float16, torch.bfloat16)  # what the kernels are compiled for
+
+
+def _fail(op: str, message: str):
+    raise RuntimeError(f"{op}: {message}")
+
+
+def _check_tensor(op: str, name: str, t: torch.Tensor) -> None:
+    if t.dim() != 4:
+        _fail(op, f"{name} must be 4-D (N, C, H, W), got shape {list(t.shape)}")
+    if t.dtype not in _FLOATS:
+        _fail(op, f"{name} must be float64, float32, float16 or bfloat16, got {_DTYPE_NAMES.get(t.dtype, t.dtype)}")
+
+
+def _check_hw(op: str, name: str, hw) -> None:
+    if not (len(hw) == 2 and hw[0] >= 1 and hw[1] >= 1):
+        _fail(op, f"{name} must be (H, W) with H >= 1 and W >= 1, got {list(hw)}")
+
+
+def _check_scale(op: str, name: str, scale) -> None:
+    if scale is not None and not (math.isfinite(scale) and scale > 0):
+        _fail(op, f"{name} must be a finite number > 0 or None, got {scale:g}")
+
+
+def _check_mode(op: str, mode: str) -> None:
+    if mode not in MODES:
+        _fail(op, f'mode must be "align_corners", "half_pixel" or "tf_legacy", got "{mode}"')
+
+
+def _check_method(op: str, method: str) -> None:
+    if method not in BACKWARDS:
+        _fail(op, f'backward method must be "gather" or "scatter", got "{method}"')
+
+
 @torch.library.register_fake("ch06::upsample_bilinear2d")
 def _forward_fake(x, size, mode, scale_h=None, scale_w=None, backward="gather"):
-    torch._check(x.dim() == 4, lambda: f"upsample_bilinear2d: x must be 4-D (N, C, H, W), got shape {list(x.shape)}")
+    op = "upsample_bilinear2d"
+    _check_tensor(op, "x", x)
+    _check_hw(op, "size", size)
+    if x.shape[2] < 1 or x.shape[3] < 1:
+        _fail(op, f"x must have H >= 1 and W >= 1 to interpolate from, got shape {list(x.shape)}")
+    _check_scale(op, "scale_h", scale_h)
+    _check_scale(op, "scale_w", scale_w)
+    _check_mode(op, mode)
+    _check_method(op, backward)
     return x.new_empty((x.shape[0], x.shape[1], size[0], size[1]))
 
 
 @torch.library.register_fake("ch06::upsample_bilinear2d_backward")
 def _backward_fake(grad_out, input_size, mode, method, scale_h=None, scale_w=None):
+    op = "upsample_bilinear2d_backward"
+    _check_tensor(op, "grad_out", grad_out)
+    _check_hw(op, "input_size", input_size)
+    if grad_out.shape[2] < 1 or grad_out.shape[3] < 1:
+        _fail(op, f"grad_out must have H >= 1 and W >= 1, got shape {list(grad_out.shape)}")
+    _check_scale(op, "scale_h", scale_h)
+    _check_scale(op, "scale_w", scale_w)
+    _check_mode(op, mode)
+    _check_method(op, method)
     return grad_out.new_empty((grad_out.shape[0], grad_out.shape[1], input_size[0], input_size[1]))
 
 

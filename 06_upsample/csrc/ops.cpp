@@ -28,8 +28,9 @@ static void check_scale(const char* op, const char* name, std::optional<double> 
 
 static void check_tensor(const char* op, const char* name, const at::Tensor& t) {
   TORCH_CHECK(t.dim() == 4, op, ": ", name, " must be 4-D (N, C, H, W), got shape ", t.sizes());
-  TORCH_CHECK(at::isFloatingType(t.scalar_type()), op, ": ", name,
-              " must be float64, float32, float16 or bfloat16, got ", t.scalar_type());
+  const at::ScalarType dtype = t.scalar_type();
+  TORCH_CHECK(dtype == at::kDouble || dtype == at::kFloat || dtype == at::kHalf || dtype == at::kBFloat16, op, ": ",
+              name, " must be float64, float32, float16 or bfloat16, got ", dtype);
   TORCH_CHECK(t.is_cpu() || t.is_cuda(), op, ": ", name, " must be on the CPU or a CUDA GPU, got ", t.device());
 }
 

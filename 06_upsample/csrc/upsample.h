@@ -24,6 +24,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string_view>
 
@@ -34,8 +35,13 @@ Mode parse_mode(const char* op, std::string_view mode);
 
 // The step between source coordinates of neighbouring output pixels, computed
 // in T like PyTorch does (float for float/half/bfloat16 inputs, double for double).
+//   align_corners            (in - 1) / (out - 1), and 0 when out == 1; a scale is ignored
+//   half_pixel, tf_legacy    1 / scale when a scale is given (the double 1.0 / scale,
+//                            then rounded to T), else in / out
 template <typename T>
 inline T axis_ratio(int64_t in, int64_t out, Mode mode, std::optional<double> scale) {
+  // BEGIN SOLUTION source-coordinate
+  // STUB: return std::numeric_limits<T>::quiet_NaN();  // NaN until you write it
   if (mode == Mode::AlignCorners) {
     return out > 1 ? static_cast<T>(in - 1) / static_cast<T>(out - 1) : T(0);
   }
@@ -43,6 +49,7 @@ inline T axis_ratio(int64_t in, int64_t out, Mode mode, std::optional<double> sc
     return static_cast<T>(1.0 / *scale);  // the user's scale_factor wins over the sizes
   }
   return static_cast<T>(in) / static_cast<T>(out);
+  // END SOLUTION
 }
 
 // The source coordinate of output index d (see the table above).
@@ -95,25 +102,29 @@ C10_HOST_DEVICE inline Taps<T> source_taps(int64_t d, int64_t in, T ratio, Mode 
 // of two rows' results).
 template <typename scalar_t, typename T>
 C10_HOST_DEVICE inline T sample_line(const scalar_t* __restrict__ line, const Taps<T>& t) {
-  // BEGIN SOLUTION sample-line
-  // STUB: return (t.l - t.l) / (t.l - t.l);  // NaN until you write it
   return (T(1) - t.l) * static_cast<T>(line[t.i0]) + t.l * static_cast<T>(line[t.i1]);
-  // END SOLUTION
 }
 
-// The weight that output index d gives input index i along one axis (0 if d
-// does not read i). Both taps can be the same pixel (i0 == i1 == in - 1):
-// then the weights add up.
+// ---------------------------------------------------------------------------
+// The gather backward (exercise gather-backward: tap_weight and gather_range
+// here, the CPU loop in upsample_cpu.cpp; exercise gather-cuda: the per-pixel sum
+// in upsample_cuda.cu, whose plan_kernel calls the two functions below).
+//
+// Along one axis the forward is out = M x with M (out x in); the backward is
+// grad_in = M^T grad_out. tap_weight is the entry M[d, i]: the weight with which
+// output index d (its taps t) reads input index i, and 0 if it does not read i.
 template <typename T>
 C10_HOST_DEVICE inline T tap_weight(const Taps<T>& t, int64_t i) {
+  // BEGIN SOLUTION gather-backward
+  // STUB: return (t.l - t.l) / (t.l - t.l);  // NaN until you write it
+  // Both taps can be the same pixel (i0 == i1 == in - 1): then the weights add up.
   return (t.i0 == i ? T(1) - t.l : T(0)) + (t.i1 == i ? t.l : T(0));
+  // END SOLUTION
 }
 
 // The gather backward asks the transposed question: which output indices read
 // input index i? i0(d) never decreases as d grows (s is monotone, and so is
-// its rounding), so the answer is a contiguous range [begin, end):
-//   d reads i through i0 when i0(d) == i, through i1 when i0(d) == i - 1
-//   (or i0(d) == i == in - 1, which is inside the first case).
+// its rounding), so the answer is a contiguous range [begin, end) of d.
 // first_output(j) is the first d with i0(d) >= j (out if none): a binary search.
 template <typename T>
 C10_HOST_DEVICE inline int64_t first_output(int64_t j, int64_t in, int64_t out, T ratio, Mode mode) {
@@ -129,17 +140,22 @@ C10_HOST_DEVICE inline int64_t first_output(int64_t j, int64_t in, int64_t out, 
   return lo;
 }
 
+// The outputs [begin, end) whose taps include input index i (i0(d) == i or
+// i1(d) == i): all of them, and no other. begin == end when no output reads i
+// (downsampling skips input pixels).
 template <typename T>
 C10_HOST_DEVICE inline void gather_range(int64_t i, int64_t in, int64_t out, T ratio, Mode mode, int64_t& begin,
                                          int64_t& end) {
-  // BEGIN SOLUTION gather-range
+  // BEGIN SOLUTION gather-backward
   // STUB: begin = 0; end = 0;  // no contributions: the gradient comes out all zero
+  // d reads i through i0 when i0(d) == i, through i1 when i0(d) == i - 1 (and
+  // when i0(d) == i == in - 1 through both, which is inside the first case).
   begin = first_output<T>(i - 1, in, out, ratio, mode);
   end = first_output<T>(i + 1, in, out, ratio, mode);
   // END SOLUTION
 }
 
-// Entry points (upsample.cpp): check the arguments, make x contiguous, allocate,
+// Entry points (ops.cpp): check the arguments, make x contiguous, allocate,
 // pick the kernel. `scale_h`/`scale_w` are PyTorch's scale factors (see above).
 at::Tensor upsample_forward(const at::Tensor& x, c10::IntArrayRef size, std::string_view mode,
                             std::optional<double> scale_h, std::optional<double> scale_w,

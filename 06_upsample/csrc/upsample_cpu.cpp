@@ -127,22 +127,27 @@ struct GatherTable {
   }
 };
 
+// grad_out: planes x H_out x W_out, grad_in: planes x H_in x W_in, both packed.
 template <typename scalar_t>
 static void backward_kernel(const scalar_t* grad_out, scalar_t* grad_in, const ResizeGeometry& g) {
   using opmath_t = at::opmath_type<scalar_t>;
   const GatherTable<opmath_t> rows(g.H_in, g.H_out, axis_ratio<opmath_t>(g.H_in, g.H_out, g.mode, g.scale_h), g.mode);
   const GatherTable<opmath_t> cols(g.W_in, g.W_out, axis_ratio<opmath_t>(g.W_in, g.W_out, g.mode, g.scale_w), g.mode);
-  const int64_t n_rows = g.planes * g.H_in;
+  const int64_t n_rows = g.planes * g.H_in;  // grad_in rows of all planes, in memory order
   const int64_t grain = std::max<int64_t>(1, kGrainElements / g.W_in);
+  // BEGIN SOLUTION gather-backward
   at::parallel_for(0, n_rows, grain, [&](int64_t begin, int64_t end) {
-    // grad_out row dh goes to slot dh % rows.longest: the rows of one range
-    // are consecutive, so they never share a slot.
+    // This task owns grad_in rows [begin, end): it writes each of their
+    // elements once, and nothing else. grad_out row dh goes to slot
+    // dh % rows.longest of the cache: the rows of one range are consecutive,
+    // so they never share a slot.
     LineCache<opmath_t> cache(rows.longest, g.W_in);
     std::vector<opmath_t> acc(g.W_in);
     for (int64_t row = begin; row < end; ++row) {
       const int64_t p = row / g.H_in, h = row % g.H_in;
       std::fill(acc.begin(), acc.end(), opmath_t(0));
       for (int64_t dh = rows.begin[h]; dh < rows.end[h]; ++dh) {
+        // grad_out row dh of plane p, gathered along W: line[w] for every input column w
         const opmath_t* line = cache.get(p * g.H_out + dh, dh % rows.longest, [&](opmath_t* dst) {
           const scalar_t* go_row = grad_out + (p * g.H_out + dh) * g.W_out;
           for (int64_t w = 0; w < g.W_in; ++w) {
@@ -162,10 +167,11 @@ static void backward_kernel(const scalar_t* grad_out, scalar_t* grad_in, const R
       }
       scalar_t* gi_row = grad_in + row * g.W_in;
       for (int64_t w = 0; w < g.W_in; ++w) {
-        gi_row[w] = static_cast<scalar_t>(acc[w]);
+        gi_row[w] = static_cast<scalar_t>(acc[w]);  // one rounding, at the end
       }
     }
   });
+  // END SOLUTION
 }
 
 void upsample_backward_cpu(const at::Tensor& grad_out, at::Tensor& grad_in, const ResizeGeometry& g) {

@@ -226,11 +226,16 @@ __global__ void plan_kernel(AxisPlan<T> rows, AxisPlan<T> cols, Mode mode) {
   }
 }
 
-// grad_in[h, w] for N consecutive planes (grad_out and grad_in point at the first).
+// grad_in[h, w] for N consecutive planes: grad_out points at the first of
+// them (plane k starts at grad_out + k * plane_out, rows of cols.out elements),
+// grad_in at element (h, w) of the first (the same element of plane k is
+// grad_in[k * plane_in]). This thread is the only one that writes them.
 template <int N, typename scalar_t, typename T>
 __device__ __forceinline__ void gather_planes(const scalar_t* __restrict__ grad_out, int64_t plane_out,
                                               scalar_t* __restrict__ grad_in, int64_t plane_in, int64_t h,
                                               int64_t w, const AxisPlan<T>& rows, const AxisPlan<T>& cols) {
+  // BEGIN SOLUTION gather-cuda
+  // STUB: for (int k = 0; k < N; ++k) grad_in[k * plane_in] = static_cast<scalar_t>(NAN);  // NaN until you write it
   T acc[N];
 #pragma unroll
   for (int k = 0; k < N; ++k) {
@@ -250,8 +255,9 @@ __device__ __forceinline__ void gather_planes(const scalar_t* __restrict__ grad_
   }
 #pragma unroll
   for (int k = 0; k < N; ++k) {
-    grad_in[k * plane_in] = static_cast<scalar_t>(acc[k]);
+    grad_in[k * plane_in] = static_cast<scalar_t>(acc[k]);  // one rounding, at the end
   }
+  // END SOLUTION
 }
 
 template <typename scalar_t, int kPlanes>

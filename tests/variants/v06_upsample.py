@@ -1,18 +1,10 @@
-"""Plausible wrong solutions for chapter 06; each must fail at least one test."""
+"""Plausible wrong solutions for chapter 06; each must fail at least one test of its exercise
+(the region that holds its change), or of the chapter when the change is outside every region."""
 
 from coursekit.exercises import Variant
 
 VARIANTS = [
-    Variant("swapped-h-w", "takes the row ratio from the widths and the column ratio from the heights",
-            "csrc/upsample_cpu.cpp",
-            "  const opmath_t rh = axis_ratio<opmath_t>(g.H_in, g.H_out, g.mode, g.scale_h);\n"
-            "  const opmath_t rw = axis_ratio<opmath_t>(g.W_in, g.W_out, g.mode, g.scale_w);\n"
-            "  const std::vector<Taps<opmath_t>> xtaps = taps_table<opmath_t>(g.W_in, g.W_out, rw, g.mode);\n"
-            "  const int64_t rows = g.planes * g.H_out;",
-            "  const opmath_t rh = axis_ratio<opmath_t>(g.W_in, g.W_out, g.mode, g.scale_w);\n"
-            "  const opmath_t rw = axis_ratio<opmath_t>(g.H_in, g.H_out, g.mode, g.scale_h);\n"
-            "  const std::vector<Taps<opmath_t>> xtaps = taps_table<opmath_t>(g.W_in, g.W_out, rw, g.mode);\n"
-            "  const int64_t rows = g.planes * g.H_out;"),
+    # --- source-coordinate (csrc/upsample.h: axis_ratio, source_coordinate) -------------------
     Variant("missing-clamp", "lets the half-pixel coordinate go negative at the top/left edge",
             "csrc/upsample.h", "      return s < T(0) ? T(0) : s;", "      return s;"),
     Variant("tf-with-half-pixel", "gives the TF legacy mode half-pixel centres",
@@ -24,8 +16,75 @@ VARIANTS = [
     Variant("align-corners-ratio", "uses in/out instead of (in-1)/(out-1) with align_corners",
             "csrc/upsample.h", "return out > 1 ? static_cast<T>(in - 1) / static_cast<T>(out - 1) : T(0);",
             "return static_cast<T>(in) / static_cast<T>(out);"),
+    Variant("align-corners-one-pixel", "divides by out - 1 = 0 for a one-pixel output in align_corners",
+            "csrc/upsample.h", "return out > 1 ? static_cast<T>(in - 1)", "return out >= 1 ? static_cast<T>(in - 1)"),
     Variant("scale-factor-ignored", "computes the ratio from the sizes when a scale factor was given",
             "csrc/upsample.h", "  if (scale.has_value()) {", "  if (false) {"),
+    Variant("scale-factor-as-ratio", "takes the scale factor itself (out/in) as the ratio instead of 1/factor",
+            "csrc/upsample.h", "return static_cast<T>(1.0 / *scale);", "return static_cast<T>(*scale);"),
+    Variant("scale-in-align-corners", "lets a scale factor set the ratio in align_corners too",
+            "csrc/upsample.h", "  if (mode == Mode::AlignCorners) {\n    return out > 1",
+            "  if (mode == Mode::AlignCorners && !scale.has_value()) {\n    return out > 1"),
+    Variant("float-ratio-for-double", "computes in/out in float, also for float64 inputs",
+            "csrc/upsample.h", "  return static_cast<T>(in) / static_cast<T>(out);\n  // END SOLUTION",
+            "  return static_cast<float>(in) / static_cast<float>(out);\n  // END SOLUTION"),
+    Variant("float-coordinate-for-double", "computes the half-pixel coordinate in float, also for float64 inputs",
+            "csrc/upsample.h", "const T s = ratio * (static_cast<T>(d) + T(0.5)) - T(0.5);",
+            "const T s = static_cast<float>(ratio) * (static_cast<float>(d) + 0.5f) - 0.5f;"),
+
+    # --- gather-backward (csrc/upsample.h: tap_weight, gather_range; csrc/upsample_cpu.cpp) --
+    Variant("gather-range-from-i", "starts the gather range at the first output whose i0 is i (misses the i1 readers)",
+            "csrc/upsample.h", "begin = first_output<T>(i - 1, in, out, ratio, mode);",
+            "begin = first_output<T>(i, in, out, ratio, mode);"),
+    Variant("gather-range-begin-one-before", "starts the range one output before the first whose i0 is i "
+            "(right when one output reads i through i1, wrong when several do)",
+            "csrc/upsample.h", "begin = first_output<T>(i - 1, in, out, ratio, mode);",
+            "begin = std::max<int64_t>(first_output<T>(i, in, out, ratio, mode) - 1, 0);"),
+    Variant("gather-range-end-short", "ends the gather range one index early",
+            "csrc/upsample.h", "end = first_output<T>(i + 1, in, out, ratio, mode);",
+            "end = first_output<T>(i + 1, in, out, ratio, mode) - 1;"),
+    Variant("gather-range-edge", "clamps i + 1 to the last pixel: the last input pixel loses the outputs "
+            "that read it through their first tap",
+            "csrc/upsample.h", "end = first_output<T>(i + 1, in, out, ratio, mode);",
+            "end = first_output<T>(i + 1 < in ? i + 1 : in - 1, in, out, ratio, mode);"),
+    Variant("tap-weight-one-tap", "counts only the i0 tap when both taps are the same edge pixel",
+            "csrc/upsample.h", "return (t.i0 == i ? T(1) - t.l : T(0)) + (t.i1 == i ? t.l : T(0));",
+            "return t.i0 == i ? T(1) - t.l : (t.i1 == i ? t.l : T(0));"),
+    Variant("tap-weight-swapped", "gives the first tap the weight l and the second 1 - l in the backward",
+            "csrc/upsample.h", "return (t.i0 == i ? T(1) - t.l : T(0)) + (t.i1 == i ? t.l : T(0));",
+            "return (t.i0 == i ? t.l : T(0)) + (t.i1 == i ? T(1) - t.l : T(0));"),
+    Variant("cpu-gather-acc-storage-type", "accumulates grad_in rows in the storage type (float16 sums)",
+            "csrc/upsample_cpu.cpp", "    std::vector<opmath_t> acc(g.W_in);", "    std::vector<scalar_t> acc(g.W_in);"),
+    Variant("cpu-gather-line-storage-type", "sums each gathered grad_out line in the storage type",
+            "csrc/upsample_cpu.cpp", "            opmath_t sum = 0;", "            scalar_t sum = 0;"),
+    Variant("cpu-gather-acc-not-reset", "does not zero the accumulator between grad_in rows",
+            "csrc/upsample_cpu.cpp", "      std::fill(acc.begin(), acc.end(), opmath_t(0));\n", ""),
+    Variant("cpu-gather-first-weight", "uses the range's first row weight for every grad_out row",
+            "csrc/upsample_cpu.cpp", "rows.weight[rows.offset[h] + (dh - rows.begin[h])]", "rows.weight[rows.offset[h]]"),
+    Variant("cpu-gather-cache-key-without-plane", "keys the line cache by the row alone: the next plane reuses "
+            "the previous plane's lines",
+            "csrc/upsample_cpu.cpp", "cache.get(p * g.H_out + dh, dh % rows.longest,", "cache.get(dh, dh % rows.longest,"),
+
+    # --- gather-cuda (csrc/upsample_cuda.cu: gather_planes) ------------------------------------
+    Variant("gather-one-plane", "reads the first plane of the group's gradient for every plane in the CUDA gather",
+            "csrc/upsample_cuda.cu", "static_cast<T>(g_row[k * plane_out + dw])",
+            "static_cast<T>(g_row[dw])", cuda_only=True),
+    Variant("cuda-gather-acc-storage-type", "accumulates the CUDA gather in the storage type",
+            "csrc/upsample_cuda.cu", "  T acc[N];", "  scalar_t acc[N];", cuda_only=True),
+    Variant("cuda-gather-row-weight-of-w", "weighs grad_out rows by the column index",
+            "csrc/upsample_cuda.cu", "rows.l[dh]}, h);", "rows.l[dh]}, w);", cuda_only=True),
+
+    # --- outside the exercises: the forward kernels, the entry points, the Python layer ------
+    Variant("swapped-h-w", "takes the row ratio from the widths and the column ratio from the heights",
+            "csrc/upsample_cpu.cpp",
+            "  const opmath_t rh = axis_ratio<opmath_t>(g.H_in, g.H_out, g.mode, g.scale_h);\n"
+            "  const opmath_t rw = axis_ratio<opmath_t>(g.W_in, g.W_out, g.mode, g.scale_w);\n"
+            "  const std::vector<Taps<opmath_t>> xtaps = taps_table<opmath_t>(g.W_in, g.W_out, rw, g.mode);\n"
+            "  const int64_t rows = g.planes * g.H_out;",
+            "  const opmath_t rh = axis_ratio<opmath_t>(g.W_in, g.W_out, g.mode, g.scale_w);\n"
+            "  const opmath_t rw = axis_ratio<opmath_t>(g.H_in, g.H_out, g.mode, g.scale_h);\n"
+            "  const std::vector<Taps<opmath_t>> xtaps = taps_table<opmath_t>(g.W_in, g.W_out, rw, g.mode);\n"
+            "  const int64_t rows = g.planes * g.H_out;"),
     Variant("weights-swapped", "gives x[i0] the weight l and x[i1] the weight 1 - l",
             "csrc/upsample.h",
             "return (T(1) - t.l) * static_cast<T>(line[t.i0]) + t.l * static_cast<T>(line[t.i1]);",
@@ -33,25 +92,52 @@ VARIANTS = [
     Variant("forward-cache-one-slot", "keeps both input rows of the CPU forward in one cache slot",
             "csrc/upsample_cpu.cpp", "return cache.get(r, r % 2, [&](opmath_t* line) {",
             "return cache.get(r, 0, [&](opmath_t* line) {"),
-    Variant("gather-range-from-i", "starts the gather range at the first output whose i0 is i (misses the i1 readers)",
-            "csrc/upsample.h", "begin = first_output<T>(i - 1, in, out, ratio, mode);",
-            "begin = first_output<T>(i, in, out, ratio, mode);"),
-    Variant("gather-range-end-short", "ends the gather range one index early",
-            "csrc/upsample.h", "end = first_output<T>(i + 1, in, out, ratio, mode);",
-            "end = first_output<T>(i + 1, in, out, ratio, mode) - 1;"),
-    Variant("tap-weight-one-tap", "counts only the i0 tap when both taps are the same edge pixel",
-            "csrc/upsample.h", "return (t.i0 == i ? T(1) - t.l : T(0)) + (t.i1 == i ? t.l : T(0));",
-            "return t.i0 == i ? T(1) - t.l : (t.i1 == i ? t.l : T(0));"),
+    Variant("cpu-forward-blend-storage-type", "blends along H in the storage type on the CPU",
+            "csrc/upsample_cpu.cpp", "out_row[w] = static_cast<scalar_t>(a * top[w] + b * bottom[w]);",
+            "out_row[w] = static_cast<scalar_t>(a) * static_cast<scalar_t>(top[w]) + "
+            "static_cast<scalar_t>(b) * static_cast<scalar_t>(bottom[w]);"),
+    Variant("forward-ignores-strides", "passes a non-contiguous x to the kernels as if it were packed",
+            "csrc/ops.cpp", "const at::Tensor x = x_in.contiguous();", "const at::Tensor x = x_in;"),
+    Variant("backward-ignores-grad-out-strides", "passes a non-contiguous grad_out to the kernels as if it were packed",
+            "csrc/ops.cpp", "const at::Tensor grad_out = grad_out_in.contiguous();",
+            "const at::Tensor grad_out = grad_out_in;"),
+    Variant("check-size-one-dim", "checks only the first entry of size / input_size",
+            "csrc/ops.cpp", "hw.size() == 2 && hw[0] >= 1 && hw[1] >= 1", "hw.size() == 2 && hw[0] >= 1"),
+    Variant("check-rank-at-least-4", "accepts tensors of rank 5 and more",
+            "csrc/ops.cpp", "TORCH_CHECK(t.dim() == 4, op,", "TORCH_CHECK(t.dim() >= 4, op,"),
+    Variant("backward-grad-out-width-unchecked", "lets a grad_out with W = 0 through",
+            "csrc/ops.cpp", "TORCH_CHECK(grad_out_in.size(2) >= 1 && grad_out_in.size(3) >= 1, op,",
+            "TORCH_CHECK(grad_out_in.size(2) >= 1, op,"),
+    Variant("fake-accepts-any-float", "the fake kernels accept every floating dtype (float8 too), the C++ only four",
+            "upsample.py", "    if t.dtype not in _FLOATS:", "    if not t.dtype.is_floating_point:"),
+    Variant("fake-backward-skips-input-size", "the backward's fake kernel does not check input_size",
+            "upsample.py", '    _check_hw(op, "input_size", input_size)\n', ""),
+    Variant("autograd-drops-scales", "the autograd formula calls the backward without the scale factors",
+            "upsample.py", "_backward(grad, input_size, mode, backward, scale_h, scale_w)",
+            "_backward(grad, input_size, mode, backward, None, None)"),
+    Variant("double-backward-drops-scales", "the backward's own backward calls the forward without the scale factors",
+            "upsample.py", "_forward(grad, size, mode, scale_h, scale_w, method)",
+            "_forward(grad, size, mode, None, None, method)"),
+    Variant("wrapper-scales-for-tf-legacy", "passes scale factors on in tf_legacy (TensorFlow only knows sizes)",
+            "upsample.py", 'if mode != "half_pixel":', 'if mode == "align_corners":'),
+    Variant("wrapper-ignores-recompute", "keeps 1/factor as the ratio when recompute_scale_factor=True",
+            "upsample.py", "scales = (None, None) if recompute_scale_factor else tuple(float(f) for f in factors)",
+            "scales = tuple(float(f) for f in factors)"),
+    Variant("wrapper-rounds-size", "rounds in * factor to the nearest integer instead of flooring it",
+            "upsample.py", "math.floor(float(n * f))", "round(float(n * f))"),
     Variant("cuda-swapped-h-w-index", "steps between output rows by H_out instead of W_out in the CUDA forward",
             "csrc/upsample_cuda.cu", "store_outputs<scalar_t, V>(op + h * W_out, r, n, vector);",
             "store_outputs<scalar_t, V>(op + h * H_out, r, n, vector);", cuda_only=True),
     Variant("cuda-row-cache-assumes-step-one", "the CUDA forward reuses its bottom row whenever the rows change "
             "(right when upsampling, wrong when a downsampling step skips input rows)",
             "csrc/upsample_cuda.cu", "if (yt.i0 == row1) {", "if (row1 >= 0) {", cuda_only=True),
+    Variant("cuda-forward-blend-storage-type", "blends along H in the storage type in the CUDA forward",
+            "csrc/upsample_cuda.cu", "r.v[j] = static_cast<scalar_t>((T(1) - yt.l) * top[j] + yt.l * bottom[j]);",
+            "r.v[j] = static_cast<scalar_t>(T(1) - yt.l) * static_cast<scalar_t>(top[j]) + "
+            "static_cast<scalar_t>(yt.l) * static_cast<scalar_t>(bottom[j]);", cuda_only=True),
+    Variant("cuda-vector-stores-any-width", "uses 16-byte stores also when W_out is not a multiple of kV",
+            "csrc/upsample_cuda.cu", "g.W_out % V == 0 && reinterpret_cast", "reinterpret_cast", cuda_only=True),
     Variant("scatter-drops-a-tap", "forgets the bottom-right atomicAdd", "csrc/upsample_cuda.cu",
             "          atomicAdd(plane + yt.i1 * W_in + xt.i1, static_cast<acc_t>(xt.l * bottom));\n", "",
             cuda_only=True),
-    Variant("gather-one-plane", "reads the first plane of the group's gradient for every plane in the CUDA gather",
-            "csrc/upsample_cuda.cu", "static_cast<T>(g_row[k * plane_out + dw])",
-            "static_cast<T>(g_row[dw])", cuda_only=True),
 ]
