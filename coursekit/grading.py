@@ -301,7 +301,9 @@ def grade(chapter: chapters.Chapter, workspace: Path | None, *, only: list[str] 
             verdict = Verdict.from_json(cache[key])
         else:
             say(f"grading {name}")
-            ok, build_log = build_in_subprocess(source, cuda_build)
+            # Build first, in its own process, to show progress and map compile errors to the
+            # learner's file; the self-check (stop_first) lets the test run build instead.
+            ok, build_log = build_in_subprocess(source, cuda_build) if not stop_first else (True, "")
             if not ok:
                 verdict = Verdict(name, "NOT YET", "does not compile",
                                   message=_compile_message(_map_lines(build_log, source, workspace, name, spans)),
