@@ -212,7 +212,10 @@ def run_tests(chapter: chapters.Chapter, source: Path, name: str | None, report:
     log = proc.stdout + proc.stderr
     if not report.is_file():
         return None, log
-    return json.loads(report.read_text()), log
+    doc = json.loads(report.read_text())
+    if proc.returncode not in (0, 5) and not doc["outcomes"]:
+        return None, log  # stopped before any test ran: the build failed
+    return doc, log
 
 
 def _message_lines(message: str, limit: int = 6) -> list[str]:
