@@ -140,6 +140,30 @@ def assert_rounded(out: torch.Tensor, ref64: torch.Tensor, *, ulps: float = 1.0,
         )
 
 
+def assert_float64(out: torch.Tensor, ref: torch.Tensor, tol: float = 1e-12, what: str = "output",
+                   floor: float = 0.0) -> None:
+    """Every element within tol of the float64 reference, relative to its size (at least 2^-6 of
+    the largest, and at least `floor`): what float64 arithmetic gives, and 1e4 times finer than
+    anything through float32."""
+    assert out.dtype == torch.float64, f"{what}: dtype {out.dtype}, expected torch.float64"
+    assert out.shape == ref.shape, f"{what}: shape {tuple(out.shape)}, expected {tuple(ref.shape)}"
+    got, ref = out.detach().cpu(), ref.detach().double().cpu()
+    bad = (~torch.isfinite(got)).sum().item()
+    assert bad == 0, f"{what}: {bad} of {got.numel()} elements are NaN/Inf (never written, or a stub?)"
+    if ref.numel() == 0:
+        return
+    scale = ref.abs().clamp(min=max(ref.abs().max().item() * 2.0**-6, floor, 1e-300))
+    rel = (got - ref).abs() / scale
+    worst = int(rel.argmax())
+    if rel.flatten()[worst] > tol:
+        idx = tuple(int(j) for j in torch.unravel_index(torch.tensor(worst), ref.shape))
+        raise AssertionError(
+            f"{what}: {int((rel > tol).sum())} of {ref.numel()} float64 elements are off by more than {tol:g} "
+            f"(relative); worst at {idx}: got {got.flatten()[worst].item()!r}, expected {ref.flatten()[worst].item()!r} "
+            f"({rel.flatten()[worst].item():.2g}). Is some step done in float32 (a float variable, an f literal)?"
+        )
+
+
 def assert_bitwise(out: torch.Tensor, expected: torch.Tensor, what: str = "output") -> None:
     """Bit-for-bit equality, signed zeros and NaN payloads included (torch.equal calls -0.0 == 0.0)."""
     assert out.shape == expected.shape, f"{what}: shape {tuple(out.shape)}, expected {tuple(expected.shape)}"

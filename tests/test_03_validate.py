@@ -29,7 +29,7 @@ import torch.nn.functional as F_
 
 from coursekit import ROOT, timing
 from coursekit.build import load_python
-from coursekit.testing import assert_close, assert_rounded, expect_error, poisoned_empty
+from coursekit.testing import assert_close, assert_rounded, expect_error, poisoned_empty, assert_float64
 
 CHAPTER = "03"
 MAPPINGS = ["forward", "forward_naive", "forward_vectorized"]
@@ -86,27 +86,6 @@ def by_grid_sample(feats: torch.Tensor, points: torch.Tensor) -> torch.Tensor:
     grid = points.reshape(N, 1, 1, 1, 3)
     out = F_.grid_sample(volume, grid, mode="bilinear", align_corners=True)  # (N, F, 1, 1, 1)
     return out.reshape(N, F)
-
-
-def assert_float64(out, ref, tol=1e-12, what="output"):
-    """Every element within tol of the float64 reference, relative to its size (at least 2^-6 of
-    the largest): what float64 arithmetic gives, and 1e4 times finer than anything through float32."""
-    assert out.dtype == torch.float64, f"{what}: dtype {out.dtype}, expected torch.float64"
-    assert out.shape == ref.shape, f"{what}: shape {tuple(out.shape)}, expected {tuple(ref.shape)}"
-    got, ref = out.detach().cpu(), ref.detach().double().cpu()
-    bad = (~torch.isfinite(got)).sum().item()
-    assert bad == 0, f"{what}: {bad} of {got.numel()} elements are NaN/Inf (never written, or a stub?)"
-    if ref.numel() == 0:
-        return
-    scale = ref.abs().clamp(min=max(ref.abs().max().item() * 2.0**-6, 1e-300))
-    rel = (got - ref).abs() / scale
-    worst = int(rel.argmax())
-    if rel.flatten()[worst] > tol:
-        idx = tuple(int(j) for j in torch.unravel_index(torch.tensor(worst), ref.shape))
-        raise AssertionError(
-            f"{what}: {int((rel > tol).sum())} of {ref.numel()} float64 elements are off by more than {tol:g} "
-            f"(relative); worst at {idx}: got {got.flatten()[worst].item()!r}, expected {ref.flatten()[worst].item()!r} "
-            f"(off by {rel.flatten()[worst].item():.2g}: about 1e-8 means a float64 path goes through float32 somewhere)")
 
 
 def check(out, feats, points, what="output"):

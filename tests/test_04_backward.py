@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as Fn
 
 from coursekit.build import load_python
-from coursekit.testing import TOLERANCE, assert_bitwise, assert_close, assert_rounded, expect_error, poisoned_empty
+from coursekit.testing import TOLERANCE, assert_bitwise, assert_close, assert_float64, assert_rounded, expect_error, poisoned_empty
 
 CHAPTER = "04"
 
@@ -40,29 +40,6 @@ def inputs(N, F, device="cpu", dtype=torch.float32, spread=1.0):
     feats = torch.randn(N, 8, F, dtype=torch.float64).to(device, dtype)
     points = ((torch.rand(N, 3, dtype=torch.float64) * 2 - 1) * spread).to(device, dtype)
     return grad_out, feats, points
-
-
-def assert_float64(out, ref, tol=1e-12, what="output", floor=0.0):
-    """Every element within tol of the float64 reference, relative to its size (at least 2^-6 of
-    the largest, and at least `floor`): what float64 arithmetic gives, and 1e4 times finer than
-    anything through float32."""
-    assert out.dtype == torch.float64, f"{what}: dtype {out.dtype}, expected torch.float64"
-    assert out.shape == ref.shape, f"{what}: shape {tuple(out.shape)}, expected {tuple(ref.shape)}"
-    got, ref = out.detach().cpu(), ref.detach().double().cpu()
-    bad = (~torch.isfinite(got)).sum().item()
-    assert bad == 0, f"{what}: {bad} of {got.numel()} elements are NaN/Inf (never written, or a stub?)"
-    if ref.numel() == 0:
-        return
-    scale = ref.abs().clamp(min=max(ref.abs().max().item() * 2.0**-6, floor, 1e-300))
-    rel = (got - ref).abs() / scale
-    worst = int(rel.argmax())
-    if rel.flatten()[worst] > tol:
-        idx = tuple(int(j) for j in torch.unravel_index(torch.tensor(worst), ref.shape))
-        raise AssertionError(
-            f"{what}: {int((rel > tol).sum())} of {ref.numel()} float64 elements are off by more than {tol:g} "
-            f"(relative); worst at {idx}: got {got.flatten()[worst].item()!r}, expected {ref.flatten()[worst].item()!r} "
-            f"({rel.flatten()[worst].item():.2g}). Is some step done in float32 (a float variable, an f literal)?"
-        )
 
 
 def assert_matches(out, ref64, dtype, what="output", tol32=None, tiny=None, floor=0.0):
