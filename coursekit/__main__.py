@@ -74,8 +74,12 @@ def cmd_selfcheck(args) -> int:
     import re
     from concurrent.futures import ThreadPoolExecutor
 
-    jobs = [("grading", ["tests/test_grading.py"])]
-    jobs += [(c.dirname, ["tests/test_graders.py", "-k", f"{c.number}-"]) for c in chapters.existing()]
+    from .selfcheck import variants
+
+    # Largest parts first, so that the last part to finish is a short one.
+    parts = sorted(chapters.existing(), key=lambda c: -len(variants(c)))
+    jobs = [(c.dirname, ["tests/test_graders.py", "-k", f"{c.number}-"]) for c in parts]
+    jobs.append(("grading", ["tests/test_grading.py"]))
     workers = max(2, (os.cpu_count() or 2) // 3)
     print(f"[course] grader self-check: {len(jobs)} parts, {workers} at a time", flush=True)
 
