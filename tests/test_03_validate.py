@@ -289,6 +289,8 @@ def bad_inputs(device):
         "points-width-2": (f, p[:, :2], points_shape + r"\[4, 2\]"),
         "points-width-4": (f, torch.cat([p, p[:, :1]], dim=1), points_shape + r"\[4, 4\]"),
         "integer-feats": (f.int(), p.int(), r"feats must be float64, float32, float16 or bfloat16, got Int"),
+        "float8-feats": (f.to(torch.float8_e4m3fn), p.to(torch.float8_e4m3fn),
+                         r"feats must be float64, float32, float16 or bfloat16, got Float8_e4m3fn"),
         "integer-points": (f, p.int(), r"points must have the dtype of feats \(Float\), got Int"),
         "dtype-mismatch": (f, p.double(), r"points must have the dtype of feats \(Float\), got Double"),
         "meta-device": (f.to("meta"), p.to("meta"), r"tensors must be on the CPU or a CUDA GPU, got meta"),

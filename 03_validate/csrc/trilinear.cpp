@@ -10,8 +10,10 @@ void check_trilinear_inputs(const at::Tensor& feats, const at::Tensor& points) {
   TORCH_CHECK(points.dim() == 2 && points.size(0) == feats.size(0) && points.size(1) == 3,
               "trilinear: points must have shape (N, 3) with N = ", feats.size(0),
               " as feats, got ", points.sizes());
-  TORCH_CHECK(at::isFloatingType(feats.scalar_type()),
-              "trilinear: feats must be float64, float32, float16 or bfloat16, got ", feats.scalar_type());
+  // Named one by one: at::isFloatingType would also let the float8 types through.
+  const at::ScalarType dtype = feats.scalar_type();
+  TORCH_CHECK(dtype == at::kDouble || dtype == at::kFloat || dtype == at::kHalf || dtype == at::kBFloat16,
+              "trilinear: feats must be float64, float32, float16 or bfloat16, got ", dtype);
   TORCH_CHECK(points.scalar_type() == feats.scalar_type(),
               "trilinear: points must have the dtype of feats (", feats.scalar_type(), "), got ",
               points.scalar_type());
