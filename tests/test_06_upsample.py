@@ -313,6 +313,20 @@ def test_op_scales(up, device, mode, dtype):
 
 
 @pytest.mark.exercise("source-coordinate")
+def test_scale_ratio_rounding_on_a_long_axis(up, device):
+    """float32, scale 1.7 on a 2400-pixel row: the ratio is 1.0 / scale in double, rounded to float
+    once (PyTorch's rule). An inverse taken in float (T(1) / T(scale)) is one ulp off, an error that
+    grows with the output index until it moves whole interpolation weights by 1e-4."""
+    x = torch.randn(1, 2, 1, 2400, device=device, dtype=torch.float32)
+    out = up.upsample_bilinear(x, scale_factor=1.7, mode="half_pixel")
+    ref = Fn.interpolate(x, scale_factor=1.7, mode="bilinear", align_corners=False)
+    assert out.shape == ref.shape, f"shape {tuple(out.shape)}, expected {tuple(ref.shape)}"
+    err = (out - ref).abs().max().item()
+    assert err < 2e-5, (f"float32 upsampling of a 2400-pixel row by 1.7 is {err:.2g} away from F.interpolate: "
+                        f"is the ratio 1.0 / scale computed in double and rounded to float once?")
+
+
+@pytest.mark.exercise("source-coordinate")
 def test_scale_factor_changes_the_ratio(up):
     """7 * 1.7 = 11.9 -> 11 pixels: ratio 1/1.7 is not 7/11, so the two calls differ."""
     x = torch.randn(1, 1, 7, 7, dtype=torch.float64)

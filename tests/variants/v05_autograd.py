@@ -219,4 +219,6 @@ VARIANTS = [
             "    opmath_t acc = 0;\n#pragma unroll", "    scalar_t acc = 0;\n#pragma unroll", cuda_only=True),
     Variant("cuda-backward-points-sum-in-storage-type", "the CUDA points gradient sums over corners in scalar_t", CU,
             "        opmath_t sx = 0, sy = 0, sz = 0;", "        scalar_t sx = 0, sy = 0, sz = 0;", cuda_only=True),
+    Variant("quantize-inv-scale-double", "inv_scale as double 1/scale rounded to T, not T(1) / T(scale)",
+            "csrc/quantize.h", "return {s, T(1) / s,", "return {s, static_cast<T>(1.0 / scale),"),
 ]

@@ -140,4 +140,6 @@ VARIANTS = [
     Variant("scatter-drops-a-tap", "forgets the bottom-right atomicAdd", "csrc/upsample_cuda.cu",
             "          atomicAdd(plane + yt.i1 * W_in + xt.i1, static_cast<acc_t>(xt.l * bottom));\n", "",
             cuda_only=True),
+    Variant("scale-inverted-in-T", "1 / scale computed in T after rounding the scale to T (one ulp off)",
+            "csrc/upsample.h", "return static_cast<T>(1.0 / *scale);", "return T(1) / static_cast<T>(*scale);"),
 ]
