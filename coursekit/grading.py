@@ -211,10 +211,14 @@ def run_tests(chapter: chapters.Chapter, source: Path, name: str | None, report:
     proc = subprocess.run(cmd, cwd=ROOT, env=_python_env(cuda_build), capture_output=True, text=True)
     log = proc.stdout + proc.stderr
     if not report.is_file():
-        return None, log
+        if re.search(r"building \S+ failed:", log) or "Error building extension" in log or "Traceback" not in log:
+            return None, log
+        raise RuntimeError(f"the tests of {chapter.dirname} did not run (exit {proc.returncode}):\n{log[-3000:]}")
     doc = json.loads(report.read_text())
     if proc.returncode not in (0, 5) and not doc["outcomes"]:
-        return None, log  # stopped before any test ran: the build failed
+        if re.search(r"building \S+ failed:", log) or "Error building extension" in log:
+            return None, log  # stopped before any test ran: the build failed
+        raise RuntimeError(f"the tests of {chapter.dirname} did not run (exit {proc.returncode}):\n{log[-3000:]}")
     return doc, log
 
 
@@ -232,7 +236,8 @@ def _message_lines(message: str, limit: int = 6) -> list[str]:
 def _verdict_from(name: str, doc: dict | None, log: str, gpu: bool) -> Verdict:
     if doc is None:
         build_error = log.strip().splitlines()
-        return Verdict(name, "NOT YET", "the build failed", message=build_error[-12:], log=log)
+        return Verdict(name, "NOT YET", "the build failed, or the tests crashed before they could report",
+                       message=build_error[-12:], log=log)
     rows = doc["exercises"].get(name, [])
     passed = [r[0] for r in rows if r[1] == "passed"]
     failed = [r for r in rows if r[1] in ("failed", "error")]
