@@ -196,6 +196,11 @@ def build_in_subprocess(source: Path, cuda: bool, quiet: bool = False) -> tuple[
     return proc.returncode == 0, proc.stdout
 
 
+def _build_failed(log: str) -> bool:
+    """Did this test run stop because the extension did not build (coursekit.build.BuildError)?"""
+    return re.search(r"building \S+ failed:", log) is not None or "Error building extension" in log
+
+
 def run_tests(chapter: chapters.Chapter, source: Path, name: str | None, report: Path, *,
               cuda_build: bool, stop_first: bool = False) -> tuple[dict | None, str]:
     """Run the chapter's tests (those of exercise `name`, or all) against `source`."""
@@ -211,12 +216,12 @@ def run_tests(chapter: chapters.Chapter, source: Path, name: str | None, report:
     proc = subprocess.run(cmd, cwd=ROOT, env=_python_env(cuda_build), capture_output=True, text=True)
     log = proc.stdout + proc.stderr
     if not report.is_file():
-        if re.search(r"building \S+ failed:", log) or "Error building extension" in log or "Traceback" not in log:
+        if _build_failed(log) or "Traceback" not in log:
             return None, log
         raise RuntimeError(f"the tests of {chapter.dirname} did not run (exit {proc.returncode}):\n{log[-3000:]}")
     doc = json.loads(report.read_text())
     if proc.returncode not in (0, 5) and not doc["outcomes"]:
-        if re.search(r"building \S+ failed:", log) or "Error building extension" in log:
+        if _build_failed(log):
             return None, log  # stopped before any test ran: the build failed
         raise RuntimeError(f"the tests of {chapter.dirname} did not run (exit {proc.returncode}):\n{log[-3000:]}")
     return doc, log
