@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -128,7 +126,7 @@ def _course(*args, env=None):
 
 
 @pytest.mark.graders
-def test_one_wrong_exercise_is_the_only_not_yet(tmp_path):
+def test_one_wrong_exercise_is_the_only_not_yet():
     """`./course grade 01` with describe solved and scale wrong: exactly scale is NOT YET, in a short report."""
     chapter = chapters.find("01")
     variant = next(v for v in selfcheck.variants(chapter) if v.name == "scale-ignores-inplace")
