@@ -9,10 +9,14 @@ gives), float32 results by relative error. Outputs start as NaN (`poisoned_empty
 element a kernel never writes fails.
 """
 
+import ast
+import importlib.util
+
 import pytest
 import torch
 import torch.nn.functional as Fn
 
+from coursekit import ROOT
 from coursekit.build import load_python
 from coursekit.testing import TOLERANCE, assert_bitwise, assert_close, assert_float64, assert_rounded, expect_error, poisoned_empty
 
@@ -454,19 +458,102 @@ def test_second_gpu(ext, ref, device):
         check_backward(ext, ref, grad_out, feats, points)
 
 
-def test_atomic_comparison_kernel(ext, ref, device):
+# The comparison kernels' shapes: a row of one warp, of two, of eight (several rows per block and
+# one), with 16-byte packs and without (F odd, or a slice one element into its storage).
+ATOMIC_SIZES = [(300, 100), (300, 67), (33, 256), (9, 1000), (5, 4104)]
+
+
+@pytest.mark.parametrize("warp_reduce", [False, True], ids=["per-thread", "per-warp"])
+def test_atomic_comparison_kernels(ext, ref, device, warp_reduce):
     grad_out, feats, points = inputs(300, 100, device, torch.float64)
     if device == "cpu":
         with expect_error("trilinear_points_grad_atomic: a CUDA-only comparison kernel"):
-            ext.points_grad_atomic(grad_out, feats, points)
+            ext.points_grad_atomic(grad_out, feats, points, warp_reduce)
         return
-    ref_points = ref.trilinear_grads(grad_out, feats, points)[1]
-    assert_float64(ext.points_grad_atomic(grad_out, feats, points), ref_points, what="grad_points (atomicAdd version)")
-    g32, f32, p32 = grad_out.float(), feats.float(), points.float()
-    assert_close(ext.points_grad_atomic(g32, f32, p32), ref.trilinear_grads(g32, f32, p32)[1].float(), torch.float32,
-                 what="grad_points (atomicAdd version), float32", tol=POINTS_TOL[torch.float32])
+    what = f"grad_points (atomicAdd {'per warp' if warp_reduce else 'per thread'})"
+    for N, F in ATOMIC_SIZES:
+        grad_out, feats, points = inputs(N, F, device, torch.float64)
+        ref_points = ref.trilinear_grads(grad_out, feats, points)[1]
+        assert_float64(ext.points_grad_atomic(grad_out, feats, points, warp_reduce), ref_points, what=f"{what}, N={N} F={F}")
+        g32, f32, p32 = grad_out.float(), feats.float(), points.float()
+        assert_close(ext.points_grad_atomic(g32, f32, p32, warp_reduce), ref.trilinear_grads(g32, f32, p32)[1].float(),
+                     torch.float32, what=f"{what}, float32, N={N} F={F}", tol=POINTS_TOL[torch.float32])
+    # One element into their storage: no 16-byte packs.
+    g, f, p = grad_out.float(), feats.float(), points.float()
+    g, f = torch.cat([g.new_zeros(1), g.flatten()])[1:].view(g.shape), torch.cat([f.new_zeros(1), f.flatten()])[1:].view(f.shape)
+    assert_close(ext.points_grad_atomic(g, f, p, warp_reduce), ref.trilinear_grads(g, f, p)[1].float(),
+                 torch.float32, what=f"{what}, unaligned float32", tol=POINTS_TOL[torch.float32])
     with expect_error(r"trilinear_points_grad_atomic: float32 or float64 only, got Half"):
-        ext.points_grad_atomic(grad_out.half(), feats.half(), points.half())
+        ext.points_grad_atomic(grad_out.half(), feats.half(), points.half(), warp_reduce)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("warp_reduce", [False, True], ids=["per-thread", "per-warp"])
+def test_atomic_kernels_refuse_deterministic_mode(ext, device, warp_reduce):
+    """Under torch.use_deterministic_algorithms(True) the atomic kernels raise, as PyTorch's own do."""
+    only_cuda(device)
+    grad_out, feats, points = inputs(64, 1000, "cuda")
+    was_on, was_warn = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
+    try:
+        torch.use_deterministic_algorithms(True)
+        with expect_error("trilinear_points_grad_atomic does not have a deterministic implementation",
+                          what="points_grad_atomic under torch.use_deterministic_algorithms(True)"):
+            ext.points_grad_atomic(grad_out, feats, points, warp_reduce)
+        ext.backward(grad_out, feats, points)  # the chapter's own backward is deterministic: no complaint
+        torch.use_deterministic_algorithms(True, warn_only=True)  # a warning only: the kernel runs
+        assert ext.points_grad_atomic(grad_out, feats, points, warp_reduce).isfinite().all()
+    finally:
+        torch.use_deterministic_algorithms(was_on, warn_only=was_warn)
+
+
+def test_deterministic_mode_accepts_the_chapter_kernels(ext, device):
+    """The backward and GELU kernels run in a fixed order: deterministic mode lets them through."""
+    grad_out, feats, points = inputs(40, 67, device)
+    was_on, was_warn = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
+    try:
+        torch.use_deterministic_algorithms(True)
+        ext.backward(grad_out, feats, points)
+        ext.gelu_backward(grad_out, ext.gelu_forward(grad_out))
+    finally:
+        torch.use_deterministic_algorithms(was_on, warn_only=was_warn)
+
+
+# ---------------------------------------------------------------------------- one reference for the course
+
+
+def _import(path, name):
+    """A module from a file, under a name of its own (not in sys.modules as `reference`)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def reference_formulation(path):
+    """The code of a reference.py's corner table, corner_weights and trilinear, without docstrings or comments."""
+    found = {}
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.FunctionDef) and node.name in ("corner_weights", "trilinear"):
+            node.body = [n for n in node.body
+                         if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant) and isinstance(n.value.value, str))]
+            found[node.name] = ast.dump(node)
+        elif isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["CORNER_OFFSETS"]:
+            found["CORNER_OFFSETS"] = ast.dump(node)
+    return found
+
+
+def test_reference_is_chapter_03s():
+    """One reference formulation in the course: this chapter's reference.py is chapter 03's, statement for statement."""
+    ours_path, theirs_path = ROOT / "04_backward" / "reference.py", ROOT / "03_validate" / "reference.py"
+    theirs = reference_formulation(theirs_path)
+    assert sorted(theirs) == ["CORNER_OFFSETS", "corner_weights", "trilinear"], f"{theirs_path}: {sorted(theirs)}"
+    ours = reference_formulation(ours_path)
+    for name in theirs:
+        assert ours.get(name) == theirs[name], f"{ours_path}: {name} is not written as in {theirs_path}"
+    ours, theirs = _import(ours_path, "ch04_reference"), _import(theirs_path, "ch03_reference")
+    for dtype in (torch.float64, torch.float32, torch.float16, torch.bfloat16):
+        _, feats, points = inputs(50, 7, "cpu", dtype, spread=2.0)
+        assert torch.equal(ours.trilinear(feats, points), theirs.trilinear(feats, points)), f"{dtype}: results differ"
 
 
 # ---------------------------------------------------------------------------- bad inputs
@@ -562,9 +649,10 @@ def test_bad_backward_inputs(ext, device, case):
     for need_feats, need_points in [(True, True), (True, False), (False, True), (False, False)]:
         with expect_error(message, what=f"backward with {case}, need_feats={need_feats}, need_points={need_points}"):
             ext.backward(g, f, p, need_feats, need_points)
-    # The comparison kernel runs the same checks before its own.
-    with expect_error(message, what=f"points_grad_atomic with {case}"):
-        ext.points_grad_atomic(g, f, p)
+    # The comparison kernels run the same checks before their own.
+    for warp_reduce in (False, True):
+        with expect_error(message, what=f"points_grad_atomic with {case}, warp_reduce={warp_reduce}"):
+            ext.points_grad_atomic(g, f, p, warp_reduce)
     if message.startswith("trilinear: "):  # a problem with feats or points: the forward refuses it too
         with expect_error(message, what=f"forward with {case}"):
             ext.forward(f, p)

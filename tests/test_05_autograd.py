@@ -643,6 +643,100 @@ def test_device_mix(ext):
 
 
 # ---------------------------------------------------------------------------
+# Autocast: the op's cast policy inside torch.autocast regions (README section 4).
+
+AUTOCAST_LOW = {"cpu": torch.bfloat16, "cuda": torch.float16}  # the lower-precision type autocast is used with
+
+
+def test_autocast_kernels_registered(ext):
+    for key in ("AutocastCPU", "AutocastCUDA"):
+        assert torch._C._dispatch_has_kernel_for_dispatch_key("ch05::trilinear", key), f"ch05::trilinear: no {key} kernel"
+
+
+@pytest.mark.parametrize("feats_type, points_type, runs_in", [
+    ("low", "float32", "float32"),  # mixed: the widest type, the coordinates keep their precision
+    ("float32", "low", "float32"),
+    ("low", "low", "low"),  # both low: stays low, no copies
+    ("float32", "float32", "float32"),  # float32 inputs are not lowered
+])
+def test_op_under_autocast(ext, device, feats_type, points_type, runs_in):
+    """Inside torch.autocast the op runs in the widest of its inputs' types (PyTorch's "promote" policy), and the
+    gradients come back in each input's own dtype."""
+    low = AUTOCAST_LOW[device]
+    dtypes = {"low": low, "float32": torch.float32}
+    feats, _ = inputs(40, 67, device, dtypes[feats_type])
+    _, points = inputs(40, 67, device, dtypes[points_type])
+    want = dtypes[runs_in]
+    with torch.autocast(device, dtype=low):
+        out = torch.ops.ch05.trilinear(feats, points)
+        grad_out = torch.randn(40, 67, dtype=torch.float64).to(device=device, dtype=out.dtype)
+    assert out.dtype == want, (f"under torch.autocast({device!r}, dtype={low}), feats {feats.dtype} and points "
+                               f"{points.dtype} gave a {out.dtype} result; expected {want} (the widest input type)")
+    check_result(out, reference_out(feats, points), want, f"out under autocast ({feats_type}, {points_type})")
+    out.backward(grad_out)
+    ref_feats, ref_points = REFERENCE.trilinear_grads(grad_out, feats, points)
+    for name, t, ref in (("feats", feats, ref_feats), ("points", points, ref_points)):
+        assert t.grad.dtype == t.dtype, f"{name}.grad is {t.grad.dtype}; expected {t.dtype}, the dtype of {name}"
+        if t.dtype == want:
+            check_result(t.grad, ref, want, f"{name}.grad under autocast")
+        else:  # computed in float32, rounded to the input's low type by the cast's backward: within 1 ulp
+            assert_rounded(t.grad, ref, ulps=1, what=f"{name}.grad under autocast")
+
+
+def test_mixed_dtypes_refused_outside_autocast(ext):
+    feats, points = inputs(4, 3, dtype=torch.float16, which="none")[0], inputs(4, 3, which="none")[1]
+    with expect_error(r"trilinear: points must have the dtype of feats \(Half\), got Float"):
+        torch.ops.ch05.trilinear(feats, points)
+
+
+def test_autocast_compiles(op):
+    """torch.compile traces through the Autocast kernel (the casts and the op land in the graph)."""
+    feats, points = inputs(10, 6, dtype=torch.bfloat16, which="feats")[0], inputs(10, 6, which="points")[1]
+
+    def f(feats, points):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return op.trilinear(feats, points).sum()
+
+    torch._dynamo.reset()
+    loss = torch.compile(f, fullgraph=True, backend="aot_eager")(feats, points)
+    assert loss.dtype == torch.float32
+    loss.backward()
+    ref_feats, ref_points = REFERENCE.trilinear_grads(torch.ones(10, 6), feats, points)
+    assert_rounded(feats.grad, ref_feats, ulps=1, what="feats.grad, compiled under autocast")
+    assert_close(points.grad, ref_points.float(), torch.float32, "points.grad, compiled under autocast", tol=2e-6)
+
+
+# ---------------------------------------------------------------------------
+# The kernels are chapter 04's.
+
+
+def _kernels_of_chapter_04(name):
+    """04_backward/csrc/<name> as chapter 05 carries it: no exercise fences, no comparison kernels."""
+    out = []
+    for line in (ROOT / "04_backward" / "csrc" / name).read_text().splitlines(keepends=True):
+        text = line.strip()
+        if text.startswith("// BEGIN SOLUTION") or text.startswith("// END SOLUTION") or text.startswith("// STUB:"):
+            continue
+        if text.startswith("// For comparison only"):  # the comparison kernels close the file
+            while out and out[-1].strip() in ("", "// " + "-" * 75):
+                out.pop()
+            break
+        out.append(line)
+    return "".join(out).replace("// Chapter 04:", "// Chapter 05:", 1)
+
+
+@pytest.mark.parametrize("name", ["trilinear_cpu.cpp", "trilinear_cuda.cu", "pack.cuh"])
+def test_kernels_are_chapter_04s(name):
+    """The operator runs chapter 04's best kernels (16-byte packs on the GPU), not a slower copy of them."""
+    path = ROOT / "05_autograd" / "csrc" / name
+    assert path.is_file(), f"{path} is missing"
+    ours, theirs = path.read_text().splitlines(), _kernels_of_chapter_04(name).splitlines()
+    for i, (a, b) in enumerate(zip(ours, theirs), start=1):
+        assert a == b, f"05_autograd/csrc/{name}:{i} differs from chapter 04's:\n  05: {a}\n  04: {b}"
+    assert len(ours) == len(theirs), f"05_autograd/csrc/{name}: {len(ours)} lines, chapter 04's has {len(theirs)}"
+
+
+# ---------------------------------------------------------------------------
 # Fake quantisation: the kernel.
 
 QDTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]

@@ -12,8 +12,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("backward", &trilinear_backward, "(grad_feats or None, grad_points or None)", py::arg("grad_out"),
         py::arg("feats"), py::arg("points"), py::arg("need_feats") = true, py::arg("need_points") = true);
   m.def("points_grad_atomic", &trilinear_points_grad_atomic,
-        "grad_points with one atomicAdd per term (CUDA, float32/float64): the naive version, for comparison",
-        py::arg("grad_out"), py::arg("feats"), py::arg("points"));
+        "grad_points by the backward's CUDA kernel with atomicAdd instead of its reduction: per thread, or per warp "
+        "after a shuffle reduction (warp_reduce=True). CUDA, float32/float64; not deterministic; for comparison",
+        py::arg("grad_out"), py::arg("feats"), py::arg("points"), py::arg("warp_reduce") = false);
   m.def("gelu_forward", &gelu_forward, "x * Phi(x) (exact GELU)", py::arg("x"));
   m.def("gelu_backward", &gelu_backward, "grad_out * (Phi(x) + x * phi(x))", py::arg("grad_out"), py::arg("x"));
 }

@@ -11,10 +11,12 @@
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
 #include <algorithm>
+#include <mutex>
 
 template <typename scalar_t>
 struct GeluForward {
@@ -57,14 +59,26 @@ __global__ void elementwise_kernel(const scalar_t* __restrict__ x, const scalar_
   }
 }
 
+// The number of SMs of a GPU, asked once per device and then remembered. A device
+// attribute query on every call would be a call into the driver each time; the
+// count never changes while the process runs. std::call_once makes the first
+// query thread-safe (two threads launching at once both wait for one answer).
+static int multiprocessor_count(c10::DeviceIndex device) {
+  static std::once_flag once[C10_COMPILE_TIME_MAX_GPUS];
+  static int count[C10_COMPILE_TIME_MAX_GPUS];
+  TORCH_CHECK(device >= 0 && device < C10_COMPILE_TIME_MAX_GPUS, "gelu: no such CUDA device: ", int(device));
+  std::call_once(once[device], [device] {
+    C10_CUDA_CHECK(cudaDeviceGetAttribute(&count[device], cudaDevAttrMultiProcessorCount, device));
+  });
+  return count[device];
+}
+
 template <typename scalar_t, typename Op>
 static void launch_elementwise(const scalar_t* x, const scalar_t* grad, scalar_t* out, int64_t numel, Op op) {
   constexpr int kVec = 16 / sizeof(scalar_t);
   constexpr int kThreads = 256;
   // Enough blocks for a few waves on this GPU (every SM busy), no more: the loop does the rest.
-  int device = 0, sms = 0;
-  C10_CUDA_CHECK(cudaGetDevice(&device));
-  C10_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int sms = multiprocessor_count(c10::cuda::current_device());  // the caller's guard made it the tensors'
   const bool vectorize = aligned16(x) && aligned16(out) && (grad == nullptr || aligned16(grad));
   const int vec = vectorize ? kVec : 1;
   const int64_t wanted = (numel / vec + kThreads - 1) / kThreads;

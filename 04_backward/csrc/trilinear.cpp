@@ -1,6 +1,7 @@
 // Chapter 04: input checks and the choice of kernel, forward and backward.
 #include "trilinear.h"
 
+#include <ATen/Context.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
 #include <c10/util/Exception.h>
@@ -95,19 +96,26 @@ std::tuple<at::Tensor, at::Tensor> trilinear_backward(const at::Tensor& grad_out
   return {grad_feats, grad_points};
 }
 
-at::Tensor trilinear_points_grad_atomic(const at::Tensor& grad_out, const at::Tensor& feats, const at::Tensor& points) {
+at::Tensor trilinear_points_grad_atomic(const at::Tensor& grad_out, const at::Tensor& feats, const at::Tensor& points,
+                                        bool warp_reduce) {
   check_trilinear_inputs(feats, points);
   check_grad_out(grad_out, feats);
   TORCH_CHECK(feats.is_cuda(), "trilinear_points_grad_atomic: a CUDA-only comparison kernel, got tensors on ",
               feats.device());
   TORCH_CHECK(feats.scalar_type() == at::kFloat || feats.scalar_type() == at::kDouble,
               "trilinear_points_grad_atomic: float32 or float64 only, got ", feats.scalar_type());
+  // The atomic additions land in an order that changes from run to run, and so
+  // does the rounding of the float sum. Like PyTorch's own atomic kernels, say
+  // so: under torch.use_deterministic_algorithms(True) this raises (with
+  // warn_only=True it warns) instead of returning a result that may not repeat.
+  at::globalContext().alertNotDeterministic("trilinear_points_grad_atomic");
   at::Tensor grad_points = at::zeros(points.sizes(), points.options());  // the atomics add into it
   if (feats.size(0) == 0 || feats.size(2) == 0) {
     return grad_points;
   }
 #ifdef WITH_CUDA
-  trilinear_points_grad_atomic_cuda(grad_out.contiguous(), feats.contiguous(), points.contiguous(), grad_points);
+  trilinear_points_grad_atomic_cuda(grad_out.contiguous(), feats.contiguous(), points.contiguous(), grad_points,
+                                    warp_reduce);
 #else
   TORCH_CHECK(false, "trilinear_points_grad_atomic: this extension was built without CUDA; run ./course doctor to see why");
 #endif

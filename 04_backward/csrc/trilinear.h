@@ -61,12 +61,16 @@ at::Tensor trilinear_forward(const at::Tensor& feats, const at::Tensor& points);
 std::tuple<at::Tensor, at::Tensor> trilinear_backward(const at::Tensor& grad_out, const at::Tensor& feats,
                                                       const at::Tensor& points, bool need_feats, bool need_points);
 
-// The naive alternative to the CUDA reduction, kept for the benchmark: one
-// atomicAdd per (n, f) term. CUDA only, float32/float64 only.
-at::Tensor trilinear_points_grad_atomic(const at::Tensor& grad_out, const at::Tensor& feats, const at::Tensor& points);
+// For comparison only (bench.py): grad_points by the same CUDA kernel as the
+// backward, its fixed-order reduction replaced by atomicAdd, per thread or (with
+// warp_reduce) per warp after a shuffle reduction. Not deterministic. CUDA only,
+// float32/float64 only.
+at::Tensor trilinear_points_grad_atomic(const at::Tensor& grad_out, const at::Tensor& feats, const at::Tensor& points,
+                                        bool warp_reduce);
 
 // The kernels take contiguous, checked inputs and a preallocated output.
-// An undefined grad_feats / grad_points means "not needed".
+// An undefined grad_feats / grad_points means "not needed"; the sizes come
+// from grad_out (N, F), and feats is read only for grad_points.
 void trilinear_forward_cpu(const at::Tensor& feats, const at::Tensor& points, at::Tensor& out);
 void trilinear_backward_cpu(const at::Tensor& grad_out, const at::Tensor& feats, const at::Tensor& points,
                             at::Tensor& grad_feats, at::Tensor& grad_points);
@@ -75,5 +79,5 @@ void trilinear_forward_cuda(const at::Tensor& feats, const at::Tensor& points, a
 void trilinear_backward_cuda(const at::Tensor& grad_out, const at::Tensor& feats, const at::Tensor& points,
                              at::Tensor& grad_feats, at::Tensor& grad_points);
 void trilinear_points_grad_atomic_cuda(const at::Tensor& grad_out, const at::Tensor& feats, const at::Tensor& points,
-                                       at::Tensor& grad_points);
+                                       at::Tensor& grad_points, bool warp_reduce);
 #endif

@@ -118,16 +118,17 @@ static void backward_cpu_kernel(const scalar_t* grad_out, const scalar_t* feats,
 template <typename scalar_t, bool NEED_FEATS, bool NEED_POINTS>
 static void backward_cpu_launch(const at::Tensor& grad_out, const at::Tensor& feats, const at::Tensor& points,
                                 at::Tensor& grad_feats, at::Tensor& grad_points) {
+  // Sizes from grad_out (N, F); feats is read only for the points' gradient.
   backward_cpu_kernel<scalar_t, NEED_FEATS, NEED_POINTS>(
-      grad_out.const_data_ptr<scalar_t>(), feats.const_data_ptr<scalar_t>(), points.const_data_ptr<scalar_t>(),
-      NEED_FEATS ? grad_feats.mutable_data_ptr<scalar_t>() : nullptr,
-      NEED_POINTS ? grad_points.mutable_data_ptr<scalar_t>() : nullptr, feats.size(0), feats.size(2));
+      grad_out.const_data_ptr<scalar_t>(), NEED_POINTS ? feats.const_data_ptr<scalar_t>() : nullptr,
+      points.const_data_ptr<scalar_t>(), NEED_FEATS ? grad_feats.mutable_data_ptr<scalar_t>() : nullptr,
+      NEED_POINTS ? grad_points.mutable_data_ptr<scalar_t>() : nullptr, grad_out.size(0), grad_out.size(1));
 }
 
 void trilinear_backward_cpu(const at::Tensor& grad_out, const at::Tensor& feats, const at::Tensor& points,
                             at::Tensor& grad_feats, at::Tensor& grad_points) {
   const bool need_feats = grad_feats.defined(), need_points = grad_points.defined();
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, feats.scalar_type(), "trilinear_backward_cpu", [&] {
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, grad_out.scalar_type(), "trilinear_backward_cpu", [&] {
     if (need_feats && need_points) {
       backward_cpu_launch<scalar_t, true, true>(grad_out, feats, points, grad_feats, grad_points);
     } else if (need_feats) {

@@ -80,13 +80,15 @@ void trilinear_forward_cuda(const at::Tensor& feats, const at::Tensor& points, a
 // grad_feats[n, k, f] = w_k * grad_out[n, f]: each element has exactly one
 // writer, like the forward. grad_points[n, :] is a sum over f of per-f terms,
 // computed by all the threads of the row. Letting each thread write its
-// partial sum would race (the last writer wins); an atomicAdd per term works
-// but serialises the adds on one address and makes the float sum's order,
-// hence its rounding, vary from run to run (the benchmark measures both).
-// Instead the row reduces in two steps, in a fixed order (so the result is the
-// same every run):
+// partial sum would race (the last writer wins); atomicAdd works but lands the
+// additions in an order that changes from run to run, and with it the rounding
+// of the float sum. Instead the row reduces in two steps, in a fixed order (so
+// the result is the same every run):
 //   1. inside each warp, with register shuffles (no memory at all);
 //   2. across the warps of the row, through shared memory; one thread writes.
+// That last step is a template parameter of the kernel (Write), so that a
+// variant of the kernel can change it and nothing else (chapter 04 compares
+// it with atomicAdd versions, README section 5).
 
 // The points-gradient reduction (exercise points-reduction, README section 5).
 // Every thread of the block calls it, valid or not, with its partial sums
@@ -133,7 +135,17 @@ __device__ __forceinline__ void reduce_points_grad(opmath_t gx, opmath_t gy, opm
   // END SOLUTION
 }
 
-template <typename scalar_t, int VEC, bool NEED_FEATS, bool NEED_POINTS>
+// The kernel's last step: the row's partial sums reach grad_points through the
+// fixed-order reduction above.
+struct RowReduce {
+  template <typename scalar_t, typename opmath_t>
+  __device__ __forceinline__ static void write(opmath_t gx, opmath_t gy, opmath_t gz, bool valid, int64_t n,
+                                               scalar_t* __restrict__ grad_points) {
+    reduce_points_grad<scalar_t, opmath_t>(gx, gy, gz, valid, n, grad_points);
+  }
+};
+
+template <typename scalar_t, int VEC, bool NEED_FEATS, bool NEED_POINTS, typename Write>
 __global__ void backward_cuda_kernel(const scalar_t* __restrict__ grad_out, const scalar_t* __restrict__ feats,
                                      const scalar_t* __restrict__ points, scalar_t* __restrict__ grad_feats,
                                      scalar_t* __restrict__ grad_points, int64_t N, int64_t F) {
@@ -155,7 +167,8 @@ __global__ void backward_cuda_kernel(const scalar_t* __restrict__ grad_out, cons
     }
     const int64_t packs = F / VEC;  // the host picks VEC so that it divides F
     const P* g_n = reinterpret_cast<const P*>(grad_out + n * F);
-    const P* f_n = reinterpret_cast<const P*>(feats + n * 8 * F);  // 64-bit offsets: N * 8 * F may exceed 2^31
+    // 64-bit offsets: N * 8 * F may exceed 2^31. Only the points' gradient reads feats (null otherwise).
+    const P* f_n = NEED_POINTS ? reinterpret_cast<const P*>(feats + n * 8 * F) : nullptr;
     for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
       const P g = g_n[p];
       if constexpr (NEED_FEATS) {
@@ -195,14 +208,14 @@ __global__ void backward_cuda_kernel(const scalar_t* __restrict__ grad_out, cons
     }
   }
   if constexpr (NEED_POINTS) {
-    reduce_points_grad<scalar_t, opmath_t>(gx, gy, gz, valid, n, grad_points);
+    Write::template write<scalar_t, opmath_t>(gx, gy, gz, valid, n, grad_points);
   }
 }
 
-template <typename scalar_t, int VEC, bool NEED_FEATS, bool NEED_POINTS>
+template <typename scalar_t, int VEC, bool NEED_FEATS, bool NEED_POINTS, typename Write>
 static void backward_cuda_launch(const at::Tensor& grad_out, const at::Tensor& feats, const at::Tensor& points,
                                  at::Tensor& grad_feats, at::Tensor& grad_points, cudaStream_t stream) {
-  const int64_t N = feats.size(0), F = feats.size(2);
+  const int64_t N = grad_out.size(0), F = grad_out.size(1);
   // A row of threads per cube, as wide as the packs of one cube's features
   // (rounded up to whole warps, at most 256); as many rows as fit in 256 threads.
   const int tx = static_cast<int>(std::min<int64_t>(256, (F / VEC + 31) / 32 * 32));
@@ -210,10 +223,11 @@ static void backward_cuda_launch(const at::Tensor& grad_out, const at::Tensor& f
   const int64_t blocks = (N + ty - 1) / ty;
   TORCH_CHECK(blocks <= std::numeric_limits<int32_t>::max(), "trilinear_backward: N = ", N,
               " is too large for one launch");
-  backward_cuda_kernel<scalar_t, VEC, NEED_FEATS, NEED_POINTS><<<static_cast<unsigned>(blocks), dim3(tx, ty), 0, stream>>>(
-      grad_out.const_data_ptr<scalar_t>(), feats.const_data_ptr<scalar_t>(), points.const_data_ptr<scalar_t>(),
-      NEED_FEATS ? grad_feats.mutable_data_ptr<scalar_t>() : nullptr,
-      NEED_POINTS ? grad_points.mutable_data_ptr<scalar_t>() : nullptr, N, F);
+  backward_cuda_kernel<scalar_t, VEC, NEED_FEATS, NEED_POINTS, Write>
+      <<<static_cast<unsigned>(blocks), dim3(tx, ty), 0, stream>>>(
+          grad_out.const_data_ptr<scalar_t>(), NEED_POINTS ? feats.const_data_ptr<scalar_t>() : nullptr,
+          points.const_data_ptr<scalar_t>(), NEED_FEATS ? grad_feats.mutable_data_ptr<scalar_t>() : nullptr,
+          NEED_POINTS ? grad_points.mutable_data_ptr<scalar_t>() : nullptr, N, F);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -223,26 +237,33 @@ static void backward_cuda_flags(const at::Tensor& grad_out, const at::Tensor& fe
   // The flags become template arguments: a kernel compiled for "grad_feats only"
   // contains no code (and reads no memory) for the points gradient.
   if (grad_feats.defined() && grad_points.defined()) {
-    backward_cuda_launch<scalar_t, VEC, true, true>(grad_out, feats, points, grad_feats, grad_points, stream);
+    backward_cuda_launch<scalar_t, VEC, true, true, RowReduce>(grad_out, feats, points, grad_feats, grad_points, stream);
   } else if (grad_feats.defined()) {
-    backward_cuda_launch<scalar_t, VEC, true, false>(grad_out, feats, points, grad_feats, grad_points, stream);
+    backward_cuda_launch<scalar_t, VEC, true, false, RowReduce>(grad_out, feats, points, grad_feats, grad_points, stream);
   } else {
-    backward_cuda_launch<scalar_t, VEC, false, true>(grad_out, feats, points, grad_feats, grad_points, stream);
+    backward_cuda_launch<scalar_t, VEC, false, true, RowReduce>(grad_out, feats, points, grad_feats, grad_points, stream);
   }
+}
+
+// Packs need F to be a multiple of VEC and every row of what the kernel reads
+// and writes to start on a 16-byte boundary (fresh allocations do; a tensor
+// that is a slice may not). feats is read only for the points' gradient.
+template <typename scalar_t>
+static bool can_use_packs(const at::Tensor& grad_out, const at::Tensor& feats, const at::Tensor& grad_feats,
+                          const at::Tensor& grad_points) {
+  constexpr int kVec = 16 / sizeof(scalar_t);
+  return grad_out.size(1) % kVec == 0 && aligned16(grad_out.const_data_ptr()) &&
+         (!grad_points.defined() || aligned16(feats.const_data_ptr())) &&
+         (!grad_feats.defined() || aligned16(grad_feats.const_data_ptr()));
 }
 
 void trilinear_backward_cuda(const at::Tensor& grad_out, const at::Tensor& feats, const at::Tensor& points,
                              at::Tensor& grad_feats, at::Tensor& grad_points) {
-  const c10::cuda::CUDAGuard guard(feats.device());
+  const c10::cuda::CUDAGuard guard(grad_out.device());
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, feats.scalar_type(), "trilinear_backward_cuda", [&] {
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, grad_out.scalar_type(), "trilinear_backward_cuda", [&] {
     constexpr int kVec = 16 / sizeof(scalar_t);
-    // Packs need F to be a multiple of kVec and every row to start on a 16-byte
-    // boundary (fresh allocations do; a tensor that is a slice may not).
-    const bool packed = feats.size(2) % kVec == 0 && aligned16(grad_out.const_data_ptr()) &&
-                        aligned16(feats.const_data_ptr()) &&
-                        (!grad_feats.defined() || aligned16(grad_feats.const_data_ptr()));
-    if (packed) {
+    if (can_use_packs<scalar_t>(grad_out, feats, grad_feats, grad_points)) {
       backward_cuda_flags<scalar_t, kVec>(grad_out, feats, points, grad_feats, grad_points, stream);
     } else {
       backward_cuda_flags<scalar_t, 1>(grad_out, feats, points, grad_feats, grad_points, stream);
@@ -250,53 +271,72 @@ void trilinear_backward_cuda(const at::Tensor& grad_out, const at::Tensor& feats
   });
 }
 
-// For comparison only (the benchmark and the lesson): the points gradient with one
-// atomicAdd per (n, f) term straight into grad_points, which must start at zero.
-// Correct, but every thread of a row adds into the same three addresses, and the
-// hardware serialises additions to one address; the order of the additions, hence
-// the rounding of the float sum, changes from run to run.
-template <typename scalar_t>
-__global__ void points_grad_atomic_kernel(const scalar_t* __restrict__ grad_out, const scalar_t* __restrict__ feats,
-                                          const scalar_t* __restrict__ points, scalar_t* __restrict__ grad_points,
-                                          int64_t N, int64_t F) {
-  const int64_t n = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
-  if (n >= N) {
-    return;  // no barrier in this kernel, so an early return is fine
-  }
-  const scalar_t u = to_unit<scalar_t>(points[3 * n + 0]);
-  const scalar_t v = to_unit<scalar_t>(points[3 * n + 1]);
-  const scalar_t w = to_unit<scalar_t>(points[3 * n + 2]);
-  for (int64_t f = threadIdx.x; f < F; f += blockDim.x) {
-    scalar_t sx = 0, sy = 0, sz = 0;
-    for (int k = 0; k < 8; ++k) {
-      scalar_t d_du, d_dv, d_dw;
-      corner_weight_grad<scalar_t>(k, u, v, w, d_du, d_dv, d_dw);
-      const scalar_t value = feats[(n * 8 + k) * F + f];
-      sx += value * d_du;
-      sy += value * d_dv;
-      sz += value * d_dw;
+// ---------------------------------------------------------------------------
+// For comparison only (bench.py and the lesson, section 5): the points gradient
+// by the same kernel, with atomicAdd in its last step. Same loads (16-byte
+// packs), same weights computed once per cube, same partial sums per thread;
+// only the way they reach grad_points differs. grad_points must start at zero.
+//
+// AtomicPerThread: every thread adds its three partial sums straight into
+// grad_points[n]: blockDim.x atomics per cube and coordinate, on one address.
+struct AtomicPerThread {
+  template <typename scalar_t, typename opmath_t>
+  __device__ __forceinline__ static void write(opmath_t gx, opmath_t gy, opmath_t gz, bool valid, int64_t n,
+                                               scalar_t* __restrict__ grad_points) {
+    if (valid) {
+      atomicAdd(&grad_points[3 * n + 0], static_cast<scalar_t>(opmath_t(0.5) * gx));
+      atomicAdd(&grad_points[3 * n + 1], static_cast<scalar_t>(opmath_t(0.5) * gy));
+      atomicAdd(&grad_points[3 * n + 2], static_cast<scalar_t>(opmath_t(0.5) * gz));
     }
-    const scalar_t g = scalar_t(0.5) * grad_out[n * F + f];
-    atomicAdd(&grad_points[3 * n + 0], g * sx);
-    atomicAdd(&grad_points[3 * n + 1], g * sy);
-    atomicAdd(&grad_points[3 * n + 2], g * sz);
+  }
+};
+
+// AtomicPerWarp: the common production pattern. The warp's shuffle reduction
+// first (as in reduce_points_grad, step 1), then lane 0 of each warp adds the
+// warp's sums: one atomic per warp, cube and coordinate (one per cube when the
+// row is a single warp). No shared memory, no __syncthreads().
+struct AtomicPerWarp {
+  template <typename scalar_t, typename opmath_t>
+  __device__ __forceinline__ static void write(opmath_t gx, opmath_t gy, opmath_t gz, bool valid, int64_t n,
+                                               scalar_t* __restrict__ grad_points) {
+    // Every lane of the warp takes part (a warp never spans two rows, so its
+    // lanes are all valid or all not).
+    for (int offset = 16; offset > 0; offset /= 2) {
+      gx += __shfl_down_sync(0xffffffffu, gx, offset);
+      gy += __shfl_down_sync(0xffffffffu, gy, offset);
+      gz += __shfl_down_sync(0xffffffffu, gz, offset);
+    }
+    if (valid && threadIdx.x % 32 == 0) {
+      atomicAdd(&grad_points[3 * n + 0], static_cast<scalar_t>(opmath_t(0.5) * gx));
+      atomicAdd(&grad_points[3 * n + 1], static_cast<scalar_t>(opmath_t(0.5) * gy));
+      atomicAdd(&grad_points[3 * n + 2], static_cast<scalar_t>(opmath_t(0.5) * gz));
+    }
+  }
+};
+
+template <typename scalar_t, typename Write>
+static void points_grad_atomic_typed(const at::Tensor& grad_out, const at::Tensor& feats, const at::Tensor& points,
+                                     at::Tensor& grad_points, cudaStream_t stream) {
+  constexpr int kVec = 16 / sizeof(scalar_t);
+  at::Tensor no_grad_feats;  // the points' gradient only, as backward(..., need_feats=false) computes it
+  if (can_use_packs<scalar_t>(grad_out, feats, no_grad_feats, grad_points)) {
+    backward_cuda_launch<scalar_t, kVec, false, true, Write>(grad_out, feats, points, no_grad_feats, grad_points,
+                                                             stream);
+  } else {
+    backward_cuda_launch<scalar_t, 1, false, true, Write>(grad_out, feats, points, no_grad_feats, grad_points, stream);
   }
 }
 
 void trilinear_points_grad_atomic_cuda(const at::Tensor& grad_out, const at::Tensor& feats, const at::Tensor& points,
-                                       at::Tensor& grad_points) {
-  const c10::cuda::CUDAGuard guard(feats.device());
-  const int64_t N = feats.size(0), F = feats.size(2);
-  const int tx = static_cast<int>(std::min<int64_t>(256, (F + 31) / 32 * 32));
-  const int ty = 256 / tx;
-  const int64_t blocks = (N + ty - 1) / ty;
-  TORCH_CHECK(blocks <= std::numeric_limits<int32_t>::max(), "trilinear_points_grad_atomic: N = ", N,
-              " is too large for one launch");
+                                       at::Tensor& grad_points, bool warp_reduce) {
+  const c10::cuda::CUDAGuard guard(grad_out.device());
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  AT_DISPATCH_FLOATING_TYPES(feats.scalar_type(), "trilinear_points_grad_atomic_cuda", [&] {
-    points_grad_atomic_kernel<scalar_t><<<static_cast<unsigned>(blocks), dim3(tx, ty), 0, stream>>>(
-        grad_out.const_data_ptr<scalar_t>(), feats.const_data_ptr<scalar_t>(), points.const_data_ptr<scalar_t>(),
-        grad_points.mutable_data_ptr<scalar_t>(), N, F);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  // atomicAdd on float and double (the 16-bit types would need other atomics).
+  AT_DISPATCH_FLOATING_TYPES(grad_out.scalar_type(), "trilinear_points_grad_atomic_cuda", [&] {
+    if (warp_reduce) {
+      points_grad_atomic_typed<scalar_t, AtomicPerWarp>(grad_out, feats, points, grad_points, stream);
+    } else {
+      points_grad_atomic_typed<scalar_t, AtomicPerThread>(grad_out, feats, points, grad_points, stream);
+    }
   });
 }

@@ -13,7 +13,10 @@
 // initialisers), so importing the extension is enough. A namespace can be
 // defined by one TORCH_LIBRARY only, once per process: loading a second copy
 // of this library (a workspace build beside the chapter's) fails.
+#include <ATen/autocast_mode.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/empty.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/library.h>
 
 #include "trilinear.h"
@@ -71,4 +74,40 @@ TORCH_LIBRARY_IMPL(ch05, CUDA, m) {
   m.impl("trilinear", &trilinear_forward);
   m.impl("trilinear_backward", &trilinear_backward_op);
   // END SOLUTION
+}
+
+// Autocast (torch.autocast("cuda", dtype=torch.float16), or "cpu" with bfloat16).
+// Inside such a region PyTorch's own ops cast their inputs by a per-op policy;
+// an op without an Autocast kernel gets its inputs as they come, and ours would
+// refuse float16 feats with float32 points ("points must have the dtype of
+// feats"). The policy here is PyTorch's "promote", the one it applies to
+// grid_sampler, the closest op it has to ours: run in the widest floating type
+// among the inputs (never lower than autocast's own float16/bfloat16). So
+// float16 feats with float32 points run in float32 (the coordinates keep their
+// precision), two float16 inputs stay float16 (the kernels compute in float and
+// round once anyway), and float32 inputs are not lowered.
+//
+// The kernel sits in front of Autograd: the casts are recorded by autograd, so
+// the gradient of a float16 feats comes back as float16. It turns its own key
+// off (ExcludeDispatchKeyGuard) and calls the operator again, which then goes
+// on to the Autograd, CPU or CUDA kernels. No Autocast kernel for the backward
+// op: backward passes run outside autocast, on tensors that already agree.
+template <c10::DeviceType kDevice>
+static at::Tensor trilinear_autocast(const at::Tensor& feats, const at::Tensor& points) {
+  const c10::impl::ExcludeDispatchKeyGuard no_autocast(at::autocast::get_autocast_dispatch_key_from_device_type(kDevice));
+  const at::ScalarType to_type = at::autocast::promote_type(
+      at::autocast::get_lower_precision_fp_from_device_type(kDevice), kDevice, feats, points);
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("ch05::trilinear", "")
+                             .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
+  // cached_cast casts only floating tensors on this device type, and leaves float64 alone.
+  return op.call(at::autocast::cached_cast(to_type, feats, kDevice), at::autocast::cached_cast(to_type, points, kDevice));
+}
+
+TORCH_LIBRARY_IMPL(ch05, AutocastCUDA, m) {
+  m.impl("trilinear", &trilinear_autocast<c10::DeviceType::CUDA>);
+}
+
+TORCH_LIBRARY_IMPL(ch05, AutocastCPU, m) {
+  m.impl("trilinear", &trilinear_autocast<c10::DeviceType::CPU>);
 }

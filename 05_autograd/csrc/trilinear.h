@@ -1,6 +1,6 @@
 #pragma once
 // Chapter 05: trilinear interpolation, forward and backward. The kernels are
-// chapter 04's (its scalar version); this chapter turns them into a PyTorch operator.
+// chapter 04's, 16-byte packs included; this chapter turns them into a PyTorch operator.
 //
 //   feats  (N, 8, F)  features at the 8 corners of N cubes
 //   points (N, 3)     one point per cube, local coordinates (x, y, z) in [-1, 1]
@@ -65,8 +65,9 @@ std::tuple<at::Tensor, at::Tensor> trilinear_backward(const at::Tensor& grad_out
                                                       const at::Tensor& points, bool need_feats, bool need_points);
 
 // The kernels take contiguous, checked inputs and a preallocated output.
-// An undefined grad_feats / grad_points means "not needed"; feats may then be
-// undefined too when grad_points is (only the points' gradient reads it).
+// An undefined grad_feats / grad_points means "not needed"; the sizes come
+// from grad_out (N, F), and feats is read only for grad_points (so it may be
+// undefined when grad_points is).
 void trilinear_forward_cpu(const at::Tensor& feats, const at::Tensor& points, at::Tensor& out);
 void trilinear_backward_cpu(const at::Tensor& grad_out, const at::Tensor& feats, const at::Tensor& points,
                             at::Tensor& grad_feats, at::Tensor& grad_points);

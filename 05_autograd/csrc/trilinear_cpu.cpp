@@ -51,7 +51,37 @@ void trilinear_forward_cpu(const at::Tensor& feats, const at::Tensor& points, at
 //   grad_feats[n, k, f] = w_k * g[f]
 //   grad_points[n, 0]   = 1/2 * sum_f g[f] * sum_k feats[n, k, f] * dw_k/du    (and v, w alike)
 // The points gradient is a sum over f; on the CPU one thread owns cube n, so it
-// simply accumulates in a local variable.
+// simply accumulates in local variables.
+
+// The points gradient of one cube (exercise points-grad-cpu, README section 4).
+//   g_n   grad_out[n, :], F values
+//   f_n   feats[n], 8 rows of F values (corner k's row starts at f_n + k * F)
+//   d_du, d_dv, d_dw   dw_k/du, dw_k/dv, dw_k/dw of this cube's point, k = 0..7
+//   gp_n  grad_points[n], 3 values: the only output, written once each
+// Inlined into the kernel below; the thread that calls it owns cube n.
+template <typename scalar_t, typename opmath_t>
+static inline void points_grad_cube(const scalar_t* g_n, const scalar_t* f_n, const opmath_t* d_du,
+                                    const opmath_t* d_dv, const opmath_t* d_dw, int64_t F, scalar_t* gp_n) {
+  opmath_t gx = 0, gy = 0, gz = 0;
+  for (int64_t f = 0; f < F; ++f) {
+    opmath_t sx = 0, sy = 0, sz = 0;
+    for (int k = 0; k < 8; ++k) {
+      const opmath_t value = static_cast<opmath_t>(f_n[k * F + f]);
+      sx += value * d_du[k];
+      sy += value * d_dv[k];
+      sz += value * d_dw[k];
+    }
+    const opmath_t g = static_cast<opmath_t>(g_n[f]);
+    gx += g * sx;
+    gy += g * sy;
+    gz += g * sz;
+  }
+  // du/dx = 1/2: the chain rule through u = (x + 1) / 2. One rounding to scalar_t, at the end.
+  gp_n[0] = static_cast<scalar_t>(opmath_t(0.5) * gx);
+  gp_n[1] = static_cast<scalar_t>(opmath_t(0.5) * gy);
+  gp_n[2] = static_cast<scalar_t>(opmath_t(0.5) * gz);
+}
+
 template <typename scalar_t, bool NEED_FEATS, bool NEED_POINTS>
 static void backward_cpu_kernel(const scalar_t* grad_out, const scalar_t* feats, const scalar_t* points,
                                 scalar_t* grad_feats, scalar_t* grad_points, int64_t N, int64_t F) {
@@ -77,25 +107,7 @@ static void backward_cpu_kernel(const scalar_t* grad_out, const scalar_t* feats,
         }
       }
       if constexpr (NEED_POINTS) {
-        const scalar_t* f_n = feats + n * 8 * F;
-        opmath_t gx = 0, gy = 0, gz = 0;
-        for (int64_t f = 0; f < F; ++f) {
-          opmath_t sx = 0, sy = 0, sz = 0;
-          for (int k = 0; k < 8; ++k) {
-            const opmath_t value = static_cast<opmath_t>(f_n[k * F + f]);
-            sx += value * d_du[k];
-            sy += value * d_dv[k];
-            sz += value * d_dw[k];
-          }
-          const opmath_t g = static_cast<opmath_t>(g_n[f]);
-          gx += g * sx;
-          gy += g * sy;
-          gz += g * sz;
-        }
-        // du/dx = 1/2: the chain rule through u = (x + 1) / 2.
-        grad_points[3 * n + 0] = static_cast<scalar_t>(opmath_t(0.5) * gx);
-        grad_points[3 * n + 1] = static_cast<scalar_t>(opmath_t(0.5) * gy);
-        grad_points[3 * n + 2] = static_cast<scalar_t>(opmath_t(0.5) * gz);
+        points_grad_cube<scalar_t, opmath_t>(g_n, feats + n * 8 * F, d_du, d_dv, d_dw, F, grad_points + 3 * n);
       }
     }
   });
@@ -104,10 +116,10 @@ static void backward_cpu_kernel(const scalar_t* grad_out, const scalar_t* feats,
 template <typename scalar_t, bool NEED_FEATS, bool NEED_POINTS>
 static void backward_cpu_launch(const at::Tensor& grad_out, const at::Tensor& feats, const at::Tensor& points,
                                 at::Tensor& grad_feats, at::Tensor& grad_points) {
+  // Sizes from grad_out (N, F); feats is read only for the points' gradient.
   backward_cpu_kernel<scalar_t, NEED_FEATS, NEED_POINTS>(
       grad_out.const_data_ptr<scalar_t>(), NEED_POINTS ? feats.const_data_ptr<scalar_t>() : nullptr,
-      points.const_data_ptr<scalar_t>(),
-      NEED_FEATS ? grad_feats.mutable_data_ptr<scalar_t>() : nullptr,
+      points.const_data_ptr<scalar_t>(), NEED_FEATS ? grad_feats.mutable_data_ptr<scalar_t>() : nullptr,
       NEED_POINTS ? grad_points.mutable_data_ptr<scalar_t>() : nullptr, grad_out.size(0), grad_out.size(1));
 }
 

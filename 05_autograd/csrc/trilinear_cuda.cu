@@ -10,6 +10,7 @@
 // feats[n][k][f0 .. f0+31] touches one 128-byte segment: one memory transaction
 // ("coalesced"). Put n on threadIdx.x instead and the 32 threads read addresses
 // 8*F*4 bytes apart: 32 transactions for the same data. Chapter 03 measures it.
+#include "pack.cuh"
 #include "trilinear.h"
 
 #include <ATen/Dispatch.h>
@@ -72,22 +73,81 @@ void trilinear_forward_cuda(const at::Tensor& feats, const at::Tensor& points, a
 }
 
 // Backward. Same decomposition as the forward: row threadIdx.y of the block
-// owns cube n, its threads step over f.
+// owns cube n, its threads step over f. One change: each thread takes a pack of
+// VEC consecutive features (16 bytes: 4 floats, 8 halves, 2 doubles) per load
+// and store instead of one, when F and the addresses allow it (else VEC = 1).
 //
 // grad_feats[n, k, f] = w_k * grad_out[n, f]: each element has exactly one
 // writer, like the forward. grad_points[n, :] is a sum over f of per-f terms,
 // computed by all the threads of the row. Letting each thread write its
-// partial sum would race (the last writer wins); an atomicAdd per thread works
-// but serialises up to 256 adds on one address and makes the float sum's order,
-// hence its rounding, vary from run to run. Instead the row reduces in two
-// steps, in a fixed order (so the result is the same every run):
+// partial sum would race (the last writer wins); atomicAdd works but lands the
+// additions in an order that changes from run to run, and with it the rounding
+// of the float sum. Instead the row reduces in two steps, in a fixed order (so
+// the result is the same every run):
 //   1. inside each warp, with register shuffles (no memory at all);
 //   2. across the warps of the row, through shared memory; one thread writes.
-template <typename scalar_t, bool NEED_FEATS, bool NEED_POINTS>
+// That last step is a template parameter of the kernel (Write), so that a
+// variant of the kernel can change it and nothing else (chapter 04 compares
+// it with atomicAdd versions, README section 5).
+
+// The points-gradient reduction (exercise points-reduction, README section 5).
+// Every thread of the block calls it, valid or not, with its partial sums
+// (gx, gy, gz) over the features it handled; threads of rows past the last cube
+// (valid = false) bring zeros. The block is (blockDim.x, blockDim.y) with
+// blockDim.x a multiple of 32 and blockDim.x * blockDim.y = 256: row threadIdx.y
+// owns cube n. On return, grad_points[3 n + d] = 1/2 * (sum of the row's partials
+// for d), written once per valid cube, rounded to scalar_t once.
+template <typename scalar_t, typename opmath_t>
+__device__ __forceinline__ void reduce_points_grad(opmath_t gx, opmath_t gy, opmath_t gz, bool valid, int64_t n,
+                                                   scalar_t* __restrict__ grad_points) {
+  // 1. Warp: after the loop, lane 0 holds the sum of the warp's 32 values.
+  //    blockDim.x is a multiple of 32, so a warp never spans two rows.
+  for (int offset = 16; offset > 0; offset /= 2) {
+    gx += __shfl_down_sync(0xffffffffu, gx, offset);
+    gy += __shfl_down_sync(0xffffffffu, gy, offset);
+    gz += __shfl_down_sync(0xffffffffu, gz, offset);
+  }
+  // 2. Row: lane 0 of each warp leaves its sum in shared memory (at most 8
+  //    warps in a 256-thread block); the row's first thread adds them up.
+  __shared__ opmath_t partial[8][3];
+  const int warp = (threadIdx.y * blockDim.x + threadIdx.x) / 32;
+  if (threadIdx.x % 32 == 0) {
+    partial[warp][0] = gx;
+    partial[warp][1] = gy;
+    partial[warp][2] = gz;
+  }
+  __syncthreads();
+  if (valid && threadIdx.x == 0) {
+    const int warps_per_row = blockDim.x / 32;
+    opmath_t sum[3] = {0, 0, 0};
+    for (int i = warp; i < warp + warps_per_row; ++i) {
+      for (int d = 0; d < 3; ++d) {
+        sum[d] += partial[i][d];
+      }
+    }
+    // du/dx = 1/2: the chain rule through u = (x + 1) / 2.
+    for (int d = 0; d < 3; ++d) {
+      grad_points[3 * n + d] = static_cast<scalar_t>(opmath_t(0.5) * sum[d]);
+    }
+  }
+}
+
+// The kernel's last step: the row's partial sums reach grad_points through the
+// fixed-order reduction above.
+struct RowReduce {
+  template <typename scalar_t, typename opmath_t>
+  __device__ __forceinline__ static void write(opmath_t gx, opmath_t gy, opmath_t gz, bool valid, int64_t n,
+                                               scalar_t* __restrict__ grad_points) {
+    reduce_points_grad<scalar_t, opmath_t>(gx, gy, gz, valid, n, grad_points);
+  }
+};
+
+template <typename scalar_t, int VEC, bool NEED_FEATS, bool NEED_POINTS, typename Write>
 __global__ void backward_cuda_kernel(const scalar_t* __restrict__ grad_out, const scalar_t* __restrict__ feats,
                                      const scalar_t* __restrict__ points, scalar_t* __restrict__ grad_feats,
                                      scalar_t* __restrict__ grad_points, int64_t N, int64_t F) {
   using opmath_t = at::opmath_type<scalar_t>;
+  using P = Pack<scalar_t, VEC>;
   const int64_t n = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
   // No early return: every thread of the block must reach __syncthreads() below.
   const bool valid = n < N;
@@ -102,94 +162,108 @@ __global__ void backward_cuda_kernel(const scalar_t* __restrict__ grad_out, cons
       weight[k] = corner_weight<opmath_t>(k, u, v, w);
       corner_weight_grad<opmath_t>(k, u, v, w, d_du[k], d_dv[k], d_dw[k]);
     }
-    const scalar_t* f_n = NEED_POINTS ? feats + n * 8 * F : nullptr;  // feats is null without NEED_POINTS
-    for (int64_t f = threadIdx.x; f < F; f += blockDim.x) {
-      const opmath_t g = static_cast<opmath_t>(grad_out[n * F + f]);
+    const int64_t packs = F / VEC;  // the host picks VEC so that it divides F
+    const P* g_n = reinterpret_cast<const P*>(grad_out + n * F);
+    // 64-bit offsets: N * 8 * F may exceed 2^31. Only the points' gradient reads feats (null otherwise).
+    const P* f_n = NEED_POINTS ? reinterpret_cast<const P*>(feats + n * 8 * F) : nullptr;
+    for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
+      const P g = g_n[p];
       if constexpr (NEED_FEATS) {
+        P* gf_n = reinterpret_cast<P*>(grad_feats + n * 8 * F);
 #pragma unroll
         for (int k = 0; k < 8; ++k) {
-          grad_feats[(n * 8 + k) * F + f] = static_cast<scalar_t>(weight[k] * g);
+          P out;
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) {
+            out.v[j] = static_cast<scalar_t>(weight[k] * static_cast<opmath_t>(g.v[j]));
+          }
+          gf_n[k * packs + p] = out;
         }
       }
       if constexpr (NEED_POINTS) {
-        opmath_t sx = 0, sy = 0, sz = 0;
+        // sx[j] = sum_k feats[n, k, f] * dw_k/du for the pack's feature f = p * VEC + j (sy, sz alike).
+        opmath_t sx[VEC] = {}, sy[VEC] = {}, sz[VEC] = {};
 #pragma unroll
         for (int k = 0; k < 8; ++k) {
-          const opmath_t value = static_cast<opmath_t>(f_n[k * F + f]);
-          sx += value * d_du[k];
-          sy += value * d_dv[k];
-          sz += value * d_dw[k];
+          const P value = f_n[k * packs + p];
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) {
+            const opmath_t x = static_cast<opmath_t>(value.v[j]);
+            sx[j] += x * d_du[k];
+            sy[j] += x * d_dv[k];
+            sz[j] += x * d_dw[k];
+          }
         }
-        gx += g * sx;
-        gy += g * sy;
-        gz += g * sz;
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) {
+          const opmath_t gj = static_cast<opmath_t>(g.v[j]);
+          gx += gj * sx[j];
+          gy += gj * sy[j];
+          gz += gj * sz[j];
+        }
       }
     }
   }
   if constexpr (NEED_POINTS) {
-    // 1. Warp: after the loop, lane 0 holds the sum of the warp's 32 values.
-    //    blockDim.x is a multiple of 32, so a warp never spans two rows.
-    for (int offset = 16; offset > 0; offset /= 2) {
-      gx += __shfl_down_sync(0xffffffffu, gx, offset);
-      gy += __shfl_down_sync(0xffffffffu, gy, offset);
-      gz += __shfl_down_sync(0xffffffffu, gz, offset);
-    }
-    // 2. Row: lane 0 of each warp leaves its sum in shared memory (at most 8
-    //    warps in a 256-thread block); the row's first thread adds them up.
-    __shared__ opmath_t partial[8][3];
-    const int warp = (threadIdx.y * blockDim.x + threadIdx.x) / 32;
-    if (threadIdx.x % 32 == 0) {
-      partial[warp][0] = gx;
-      partial[warp][1] = gy;
-      partial[warp][2] = gz;
-    }
-    __syncthreads();
-    if (valid && threadIdx.x == 0) {
-      const int warps_per_row = blockDim.x / 32;
-      opmath_t sum[3] = {0, 0, 0};
-      for (int i = warp; i < warp + warps_per_row; ++i) {
-        for (int d = 0; d < 3; ++d) {
-          sum[d] += partial[i][d];
-        }
-      }
-      // du/dx = 1/2: the chain rule through u = (x + 1) / 2.
-      for (int d = 0; d < 3; ++d) {
-        grad_points[3 * n + d] = static_cast<scalar_t>(opmath_t(0.5) * sum[d]);
-      }
-    }
+    Write::template write<scalar_t, opmath_t>(gx, gy, gz, valid, n, grad_points);
   }
 }
 
-template <typename scalar_t, bool NEED_FEATS, bool NEED_POINTS>
+template <typename scalar_t, int VEC, bool NEED_FEATS, bool NEED_POINTS, typename Write>
 static void backward_cuda_launch(const at::Tensor& grad_out, const at::Tensor& feats, const at::Tensor& points,
-                                 at::Tensor& grad_feats, at::Tensor& grad_points, dim3 grid, dim3 block,
-                                 cudaStream_t stream) {
-  backward_cuda_kernel<scalar_t, NEED_FEATS, NEED_POINTS><<<grid, block, 0, stream>>>(
-      grad_out.const_data_ptr<scalar_t>(), NEED_POINTS ? feats.const_data_ptr<scalar_t>() : nullptr,
-      points.const_data_ptr<scalar_t>(),
-      NEED_FEATS ? grad_feats.mutable_data_ptr<scalar_t>() : nullptr,
-      NEED_POINTS ? grad_points.mutable_data_ptr<scalar_t>() : nullptr, grad_out.size(0), grad_out.size(1));
+                                 at::Tensor& grad_feats, at::Tensor& grad_points, cudaStream_t stream) {
+  const int64_t N = grad_out.size(0), F = grad_out.size(1);
+  // A row of threads per cube, as wide as the packs of one cube's features
+  // (rounded up to whole warps, at most 256); as many rows as fit in 256 threads.
+  const int tx = static_cast<int>(std::min<int64_t>(256, (F / VEC + 31) / 32 * 32));
+  const int ty = 256 / tx;
+  const int64_t blocks = (N + ty - 1) / ty;
+  TORCH_CHECK(blocks <= std::numeric_limits<int32_t>::max(), "trilinear_backward: N = ", N,
+              " is too large for one launch");
+  backward_cuda_kernel<scalar_t, VEC, NEED_FEATS, NEED_POINTS, Write>
+      <<<static_cast<unsigned>(blocks), dim3(tx, ty), 0, stream>>>(
+          grad_out.const_data_ptr<scalar_t>(), NEED_POINTS ? feats.const_data_ptr<scalar_t>() : nullptr,
+          points.const_data_ptr<scalar_t>(), NEED_FEATS ? grad_feats.mutable_data_ptr<scalar_t>() : nullptr,
+          NEED_POINTS ? grad_points.mutable_data_ptr<scalar_t>() : nullptr, N, F);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+template <typename scalar_t, int VEC>
+static void backward_cuda_flags(const at::Tensor& grad_out, const at::Tensor& feats, const at::Tensor& points,
+                                at::Tensor& grad_feats, at::Tensor& grad_points, cudaStream_t stream) {
+  // The flags become template arguments: a kernel compiled for "grad_feats only"
+  // contains no code (and reads no memory) for the points gradient.
+  if (grad_feats.defined() && grad_points.defined()) {
+    backward_cuda_launch<scalar_t, VEC, true, true, RowReduce>(grad_out, feats, points, grad_feats, grad_points, stream);
+  } else if (grad_feats.defined()) {
+    backward_cuda_launch<scalar_t, VEC, true, false, RowReduce>(grad_out, feats, points, grad_feats, grad_points, stream);
+  } else {
+    backward_cuda_launch<scalar_t, VEC, false, true, RowReduce>(grad_out, feats, points, grad_feats, grad_points, stream);
+  }
+}
+
+// Packs need F to be a multiple of VEC and every row of what the kernel reads
+// and writes to start on a 16-byte boundary (fresh allocations do; a tensor
+// that is a slice may not). feats is read only for the points' gradient.
+template <typename scalar_t>
+static bool can_use_packs(const at::Tensor& grad_out, const at::Tensor& feats, const at::Tensor& grad_feats,
+                          const at::Tensor& grad_points) {
+  constexpr int kVec = 16 / sizeof(scalar_t);
+  return grad_out.size(1) % kVec == 0 && aligned16(grad_out.const_data_ptr()) &&
+         (!grad_points.defined() || aligned16(feats.const_data_ptr())) &&
+         (!grad_feats.defined() || aligned16(grad_feats.const_data_ptr()));
 }
 
 void trilinear_backward_cuda(const at::Tensor& grad_out, const at::Tensor& feats, const at::Tensor& points,
                              at::Tensor& grad_feats, at::Tensor& grad_points) {
   const c10::cuda::CUDAGuard guard(grad_out.device());
-  const int64_t N = grad_out.size(0), F = grad_out.size(1);
-  const int tx = static_cast<int>(std::min<int64_t>(256, (F + 31) / 32 * 32));
-  const int ty = 256 / tx;
-  const int64_t blocks = (N + ty - 1) / ty;
-  TORCH_CHECK(blocks <= std::numeric_limits<int32_t>::max(), "trilinear_backward: N = ", N, " is too large for one launch");
-  const dim3 grid(static_cast<unsigned>(blocks)), block(tx, ty);
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  const bool need_feats = grad_feats.defined(), need_points = grad_points.defined();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, grad_out.scalar_type(), "trilinear_backward_cuda", [&] {
-    if (need_feats && need_points) {
-      backward_cuda_launch<scalar_t, true, true>(grad_out, feats, points, grad_feats, grad_points, grid, block, stream);
-    } else if (need_feats) {
-      backward_cuda_launch<scalar_t, true, false>(grad_out, feats, points, grad_feats, grad_points, grid, block, stream);
+    constexpr int kVec = 16 / sizeof(scalar_t);
+    if (can_use_packs<scalar_t>(grad_out, feats, grad_feats, grad_points)) {
+      backward_cuda_flags<scalar_t, kVec>(grad_out, feats, points, grad_feats, grad_points, stream);
     } else {
-      backward_cuda_launch<scalar_t, false, true>(grad_out, feats, points, grad_feats, grad_points, grid, block, stream);
+      backward_cuda_flags<scalar_t, 1>(grad_out, feats, points, grad_feats, grad_points, stream);
     }
   });
 }
