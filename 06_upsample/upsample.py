@@ -1,27 +1,36 @@
 """Chapter 06: the bilinear resize operator, made a first-class PyTorch op.
 
-The kernels are registered in C++ (csrc/ops.cpp) as torch.ops.ch06.*. This
-file adds what the dispatcher needs from Python:
+The compiled library (csrc/, on the LibTorch stable ABI) declares the operators
+torch.ops.ch06.* and registers the kernels. This file adds what is written in
+Python:
 
-* a fake (meta) implementation of each op: output shape and dtype without
-  computing anything, for torch.compile and torch.library.opcheck;
+* the public operators' implementation: check every argument, raising
+  ValueError for a bad value and TypeError for a bad dtype (C++ code on the
+  stable ABI can only raise RuntimeError), then call the kernel operator;
+* a fake (meta) implementation of each op, with the same checks: output shape
+  and dtype without computing anything, for torch.compile and
+  torch.library.opcheck;
 * an autograd formula: the backward op is the transpose of the forward, and the
   backward of the backward op is the forward again (so double backward works);
 
 and the public function `upsample_bilinear`, shaped like F.interpolate.
+
+It runs in two settings: installed (the wheel's package ch06_upsample, where it
+sits next to the compiled ch06_upsample._C), or inside the course, where the
+course's build helper compiles csrc/ first.
 """
 
 from __future__ import annotations
 
+import importlib
 import math
 import sys
+import warnings
 from pathlib import Path
 from types import ModuleType
 from typing import Sequence
 
 import torch
-
-from coursekit import build, chapters
 
 
 def _same_sources(a: Path, b: Path) -> bool:
@@ -33,12 +42,16 @@ def _same_sources(a: Path, b: Path) -> bool:
 def _extension() -> ModuleType:
     """The compiled library; loading it registers torch.ops.ch06.*.
 
-    A TORCH_LIBRARY namespace can be registered once per process, so a library
-    that is already loaded (by the tests' build, or a pip-installed one) is
-    reused rather than built and loaded a second time. One built from another
-    folder is the right one when its sources are the same as ours (the build
-    helper reuses the chapter's build for a copy with the same csrc/).
+    Installed, it is the package's _C. In the course, a library that is already
+    loaded (by the tests' build) is reused rather than built and loaded a second
+    time: an operator namespace can be registered once per process. One built
+    from another folder is the right one when its sources are the same as ours
+    (the build helper reuses the chapter's build for a copy with the same csrc/).
     """
+    if __package__:  # ch06_upsample.upsample: the wheel's package
+        return importlib.import_module(f"{__package__}._C")
+    from coursekit import build, chapters
+
     here = Path(__file__).resolve().parent
     loaded = sys.modules.get(chapters.find(here).module)
     if loaded is None:
@@ -50,21 +63,23 @@ def _extension() -> ModuleType:
     return loaded
 
 
-_extension()
+WITH_CUDA = bool(getattr(_extension(), "with_cuda", False))  # were the CUDA kernels compiled?
 
 MODES = ("align_corners", "half_pixel", "tf_legacy")
 BACKWARDS = ("gather", "scatter")
 
 _forward = torch.ops.ch06.upsample_bilinear2d
 _backward = torch.ops.ch06.upsample_bilinear2d_backward
+_forward_kernel = torch.ops.ch06._upsample_bilinear2d_kernel
+_backward_kernel = torch.ops.ch06._upsample_bilinear2d_backward_kernel
 
 
-# The fake kernels make the checks that the C++ entry points (csrc/ops.cpp) make,
-# with the same messages: under torch.compile or FakeTensorMode, or on meta
-# tensors, only these run, and a bad call must fail there as it fails eagerly.
-# (The device check has no counterpart: a fake tensor is on the device it fakes.)
+# The checks. The public operators' implementation (eagerly) and their fake
+# kernels (under torch.compile or FakeTensorMode, or on meta tensors, where only
+# the fake runs) call the same functions, so a bad call fails the same way
+# everywhere: same exception type, same message.
 
-_DTYPE_NAMES = {  # c10's names, as the C++ messages print them
+_DTYPE_NAMES = {  # c10's names for dtypes
     torch.bool: "Bool", torch.uint8: "Byte", torch.int8: "Char", torch.int16: "Short", torch.int32: "Int",
     torch.int64: "Long", torch.complex32: "ComplexHalf", torch.complex64: "ComplexFloat",
     torch.complex128: "ComplexDouble", torch.float8_e5m2: "Float8_e5m2", torch.float8_e4m3fn: "Float8_e4m3fn",
@@ -72,15 +87,16 @@ _DTYPE_NAMES = {  # c10's names, as the C++ messages print them
 _FLOATS = (torch.float64, torch.float32, torch.float16, torch.bfloat16)  # what the kernels are compiled for
 
 
-def _fail(op: str, message: str):
-    raise RuntimeError(f"{op}: {message}")
+def _fail(op: str, message: str, exc: type[Exception] = ValueError):
+    raise exc(f"{op}: {message}")
 
 
 def _check_tensor(op: str, name: str, t: torch.Tensor) -> None:
     if t.dim() != 4:
         _fail(op, f"{name} must be 4-D (N, C, H, W), got shape {list(t.shape)}")
     if t.dtype not in _FLOATS:
-        _fail(op, f"{name} must be float64, float32, float16 or bfloat16, got {_DTYPE_NAMES.get(t.dtype, t.dtype)}")
+        _fail(op, f"{name} must be float64, float32, float16 or bfloat16, got {_DTYPE_NAMES.get(t.dtype, t.dtype)}",
+              TypeError)
 
 
 def _check_hw(op: str, name: str, hw) -> None:
@@ -103,8 +119,7 @@ def _check_method(op: str, method: str) -> None:
         _fail(op, f'backward method must be "gather" or "scatter", got "{method}"')
 
 
-@torch.library.register_fake("ch06::upsample_bilinear2d")
-def _forward_fake(x, size, mode, scale_h=None, scale_w=None, backward="gather"):
+def _check_forward(x, size, mode, scale_h, scale_w, backward) -> None:
     op = "upsample_bilinear2d"
     _check_tensor(op, "x", x)
     _check_hw(op, "size", size)
@@ -113,12 +128,10 @@ def _forward_fake(x, size, mode, scale_h=None, scale_w=None, backward="gather"):
     _check_scale(op, "scale_h", scale_h)
     _check_scale(op, "scale_w", scale_w)
     _check_mode(op, mode)
-    _check_method(op, backward)
-    return x.new_empty((x.shape[0], x.shape[1], size[0], size[1]))
+    _check_method(op, backward)  # only autograd uses it, but a typo should fail here, not in backward
 
 
-@torch.library.register_fake("ch06::upsample_bilinear2d_backward")
-def _backward_fake(grad_out, input_size, mode, method, scale_h=None, scale_w=None):
+def _check_backward(grad_out, input_size, mode, method, scale_h, scale_w) -> None:
     op = "upsample_bilinear2d_backward"
     _check_tensor(op, "grad_out", grad_out)
     _check_hw(op, "input_size", input_size)
@@ -128,7 +141,74 @@ def _backward_fake(grad_out, input_size, mode, method, scale_h=None, scale_w=Non
     _check_scale(op, "scale_w", scale_w)
     _check_mode(op, mode)
     _check_method(op, method)
+
+
+def _check_device(op: str, name: str, t: torch.Tensor) -> None:
+    """Eager only: a fake tensor is on the device it fakes, and there is no kernel to miss."""
+    if t.device.type not in ("cpu", "cuda"):
+        _fail(op, f"{name} must be on the CPU or a CUDA GPU, got {t.device}")
+    if t.device.type == "cuda" and not WITH_CUDA:
+        _fail(op, f"this extension was built without CUDA, so it cannot take tensors on {t.device}; "
+                  "build it where a CUDA toolkit is found (FORCE_CUDA=1 forces it; ./course doctor says why)",
+              RuntimeError)
+
+
+def _alert_not_deterministic(caller: str) -> None:
+    """What at::globalContext().alertNotDeterministic(caller) does in PyTorch's own kernels; that
+    C++ function is not part of the stable ABI, so the check is made here, before the kernel runs."""
+    if not torch.are_deterministic_algorithms_enabled():
+        return
+    message = (f"{caller} does not have a deterministic implementation, but you set "
+               "'torch.use_deterministic_algorithms(True)'. You can turn off determinism just for this operation, "
+               "or you can use the 'warn_only=True' option, if that's acceptable for your application. "
+               'The gather backward (backward="gather", the default) is deterministic.')
+    if torch.is_deterministic_algorithms_warn_only_enabled():
+        warnings.warn(message, UserWarning, stacklevel=3)
+    else:
+        raise RuntimeError(message)
+
+
+# The public operators: checks, then the kernels.
+
+
+@torch.library.impl("ch06::upsample_bilinear2d", "default")
+def _forward_impl(x, size, mode, scale_h=None, scale_w=None, backward="gather"):
+    _check_forward(x, size, mode, scale_h, scale_w, backward)
+    _check_device("upsample_bilinear2d", "x", x)
+    return _forward_kernel(x, size, mode, scale_h, scale_w)
+
+
+@torch.library.impl("ch06::upsample_bilinear2d_backward", "default")
+def _backward_impl(grad_out, input_size, mode, method, scale_h=None, scale_w=None):
+    _check_backward(grad_out, input_size, mode, method, scale_h, scale_w)
+    _check_device("upsample_bilinear2d_backward", "grad_out", grad_out)
+    if method == "scatter" and grad_out.is_cuda:  # on the CPU, both methods run the gather kernel
+        _alert_not_deterministic('upsample_bilinear2d_backward (backward="scatter", CUDA)')
+    return _backward_kernel(grad_out, input_size, mode, method, scale_h, scale_w)
+
+
+@torch.library.register_fake("ch06::upsample_bilinear2d")
+def _forward_fake(x, size, mode, scale_h=None, scale_w=None, backward="gather"):
+    _check_forward(x, size, mode, scale_h, scale_w, backward)
+    return x.new_empty((x.shape[0], x.shape[1], size[0], size[1]))
+
+
+@torch.library.register_fake("ch06::upsample_bilinear2d_backward")
+def _backward_fake(grad_out, input_size, mode, method, scale_h=None, scale_w=None):
+    _check_backward(grad_out, input_size, mode, method, scale_h, scale_w)
     return grad_out.new_empty((grad_out.shape[0], grad_out.shape[1], input_size[0], input_size[1]))
+
+
+# The kernel operators are called only by the implementations above (where the
+# arguments are already checked); their fakes serve a trace that reaches them.
+@torch.library.register_fake("ch06::_upsample_bilinear2d_kernel")
+def _forward_kernel_fake(x, size, mode, scale_h=None, scale_w=None):
+    return _forward_fake(x, size, mode, scale_h, scale_w)
+
+
+@torch.library.register_fake("ch06::_upsample_bilinear2d_backward_kernel")
+def _backward_kernel_fake(grad_out, input_size, mode, method, scale_h=None, scale_w=None):
+    return _backward_fake(grad_out, input_size, mode, method, scale_h, scale_w)
 
 
 def _forward_setup(ctx, inputs, output):

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib.util
+import runpy
 import sys
 import time
 from pathlib import Path
@@ -27,6 +28,8 @@ from . import ROOT, chapters, toolkit
 
 BUILD_ROOT = ROOT / ".build"
 
+# Each chapter's setup.py (the pip route, which must not import this package) repeats
+# these flags as constants of the same names; tests/test_packaging.py checks they agree.
 CXX_FLAGS = ["-O3"]  # torch adds the C++ standard it was built with
 NVCC_FLAGS = ["-O3", "-lineinfo"]
 LD_FLAGS: list[str] = []
@@ -42,6 +45,20 @@ if sys.platform.startswith("linux"):
 
 class BuildError(RuntimeError):
     """The compiler rejected the sources; the message is the compiler's, trimmed."""
+
+
+def chapter_flags(chapter: chapters.Chapter) -> tuple[list[str], list[str], bool]:
+    """(C++ flags, nvcc flags, OpenMP?) that a chapter adds to the flags above.
+
+    A chapter that needs more (06: the LibTorch stable ABI) declares them in its
+    own build_flags.py, which its setup.py reads too. Read from the chapter, not
+    from a learner's copy: the flags are the chapter's, not an exercise.
+    """
+    path = chapter.path / "build_flags.py"
+    if not path.is_file():
+        return [], [], True
+    flags = runpy.run_path(str(path))
+    return list(flags.get("CXX_FLAGS", [])), list(flags.get("NVCC_FLAGS", [])), bool(flags.get("OPENMP", True))
 
 
 def _sources(src: Path, cuda: bool) -> list[Path]:
@@ -145,6 +162,8 @@ def build(source: str | Path, *, cuda: bool | None = None, verbose: bool = False
     out = build_dir(src, cuda)
     out.mkdir(parents=True, exist_ok=True)
     defines = ["-DWITH_CUDA"] if cuda else []
+    extra_cxx, extra_nvcc, openmp = chapter_flags(chapter)
+    no_omp = [] if openmp else ["-fopenmp"]
     sources = _sources(src, cuda)
     what = f"building {src.parent.name + '/' if src != chapter.path.resolve() else ''}{src.name} ({'CPU+CUDA' if cuda else 'CPU'})"
     ticker = _Progress(progress, what, out, sources, every) if progress else contextlib.nullcontext()
@@ -153,9 +172,10 @@ def build(source: str | Path, *, cuda: bool | None = None, verbose: bool = False
             module = cpp_extension.load(
                 name=chapter.module,
                 sources=[str(p) for p in sources],
-                extra_cflags=CXX_FLAGS + defines,
-                extra_cuda_cflags=NVCC_FLAGS + defines,
-                extra_ldflags=list(LD_FLAGS),  # a copy: torch appends its own libraries to this list
+                extra_cflags=[f for f in CXX_FLAGS if f not in no_omp] + defines + extra_cxx,
+                extra_cuda_cflags=NVCC_FLAGS + defines + extra_nvcc,
+                # a copy: torch appends its own libraries to this list
+                extra_ldflags=[f for f in LD_FLAGS if f not in no_omp] + toolkit.libstdcxx_link_flags(),
                 extra_include_paths=[str(src / "csrc")],
                 build_directory=str(out),
                 with_cuda=cuda,

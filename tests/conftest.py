@@ -25,6 +25,9 @@ def pytest_addoption(parser):
     parser.addoption("--source", default=None, help="build the chapter under test from this folder (a learner workspace)")
     parser.addoption("--course-report", default=None, help="write test outcomes and their exercises as JSON to this file")
     parser.addoption("--exercise", default=None, help="run only the tests that grade this exercise")
+    parser.addoption("--installed", action="store_true",
+                     help="test the chapter's installed package (import it from sys.path / PYTHONPATH, e.g. a wheel "
+                          "installed with pip install --target DIR) instead of building it")
 
 
 def pytest_configure(config):
@@ -66,6 +69,8 @@ def build_chapter(request):
     cache = {}
 
     def _build(number: str):
+        if number not in cache and request.config.getoption("--installed"):
+            cache[number] = _installed(chapters.find(number))
         if number not in cache:
             chapter = chapters.find(number)
             src = Path(source) if source and chapters.find(source) == chapter else chapter.path
@@ -84,6 +89,24 @@ def build_chapter(request):
         return cache[number]
 
     return _build
+
+
+def _installed(chapter):
+    """(module, folder) of the chapter's installed package, for --installed."""
+    import importlib
+
+    try:
+        module = importlib.import_module(chapter.module)
+    except ImportError as e:
+        pytest.exit(f"\n--installed: cannot import {chapter.module} ({e}); install the chapter and put it on "
+                    "PYTHONPATH\n", returncode=1)
+    where = Path(module.__file__).resolve().parent
+    if where.is_relative_to(build.BUILD_ROOT.resolve()) or where.is_relative_to(chapter.path.resolve()):
+        pytest.exit(f"\n--installed: {chapter.module} was imported from {where}, not from an installed package\n",
+                    returncode=1)
+    module.__course_build__ = {"cuda": bool(getattr(module, "with_cuda", False)), "source": str(where),
+                               "installed": True}
+    return module, chapter.path
 
 
 @pytest.fixture(scope="module")

@@ -52,7 +52,11 @@ OPMATH = {torch.float64: torch.float64, torch.float32: torch.float32,
 
 @pytest.fixture(scope="module")
 def up(ext, chapter_source):
-    """The chapter's Python layer (upsample.py) from the folder under test."""
+    """The chapter's Python layer (upsample.py): from the folder under test, or the installed
+    package's copy (tests run with --installed against the wheel)."""
+    installed = getattr(ext, "upsample", None)
+    if installed is not None:
+        return installed
     return build.load_python(chapter_source, "upsample")
 
 
@@ -669,7 +673,9 @@ def test_empty_batch_or_channels(up, device, shape):
 
 
 def _bad_op_calls():
-    """(function, args, message): one wrong thing per call, every argument of both ops."""
+    """(function, args, message, exception type): one wrong thing per call, every argument of both ops.
+    A bad value raises ValueError, a bad dtype TypeError, as PyTorch's own checks do
+    (TORCH_CHECK_VALUE, TORCH_CHECK_TYPE)."""
     x = torch.randn(2, 3, 4, 5)
     g = torch.randn(2, 3, 8, 10)
     F, B = "upsample_bilinear2d", "upsample_bilinear2d_backward"
@@ -683,29 +689,31 @@ def _bad_op_calls():
     for fn, name, t, rest in [(op, "x", x, ([8, 10], "half_pixel")), (bw, "grad_out", g, ([4, 5], "half_pixel", "gather"))]:
         o = F if fn is op else B
         for bad in (t[0, 0, 0, 0], t[0, 0, 0], t[0, 0], t[0], t[None]):
-            cases[f"{o}-{name}-rank-{bad.dim()}"] = (fn, (bad, *rest), rank.format(op=o, name=name, shape=list(bad.shape)))
+            cases[f"{o}-{name}-rank-{bad.dim()}"] = (fn, (bad, *rest), rank.format(op=o, name=name, shape=list(bad.shape)),
+                                                     ValueError)
         for dt, got in [(torch.int32, "Int"), (torch.int64, "Long"), (torch.bool, "Bool"),
                         (torch.complex64, "ComplexFloat"), (torch.float8_e5m2, "Float8_e5m2")]:
-            cases[f"{o}-{name}-{got}"] = (fn, (t.to(dt), *rest), dtype.format(op=o, name=name, got=got))
+            cases[f"{o}-{name}-{got}"] = (fn, (t.to(dt), *rest), dtype.format(op=o, name=name, got=got), TypeError)
         to = " to interpolate from" if fn is op else ""
         for axis, bad in (("H", t[:, :, :0]), ("W", t[:, :, :, :0])):
             cases[f"{o}-{name}-{axis}-0"] = (
-                fn, (bad, *rest), f"{o}: {name} must have H >= 1 and W >= 1{to}, got shape {list(bad.shape)}")
+                fn, (bad, *rest), f"{o}: {name} must have H >= 1 and W >= 1{to}, got shape {list(bad.shape)}", ValueError)
     for fn, name, head, tail in [(op, "size", (x,), ("half_pixel",)), (bw, "input_size", (g,), ("half_pixel", "gather"))]:
         o = F if fn is op else B
         for bad in ([8], [8, 10, 3], [], [0, 10], [8, 0], [-3, 10], [8, -1]):
-            cases[f"{o}-{name}-{bad}"] = (fn, (*head, bad, *tail), hw.format(op=o, name=name, got=bad))
+            cases[f"{o}-{name}-{bad}"] = (fn, (*head, bad, *tail), hw.format(op=o, name=name, got=bad), ValueError)
     for fn, args in [(op, (x, [8, 10], "half_pixel")), (bw, (g, [4, 5], "half_pixel", "gather"))]:
         o = F if fn is op else B
         for name, good in (("scale_h", 1.5), ("scale_w", 1.5)):
             for bad, got in [(-2.0, "-2"), (0.0, "0"), (float("inf"), "inf"), (float("nan"), "nan"), (-1.5, "-1.5")]:
                 scales = (bad, good) if name == "scale_h" else (good, bad)
-                cases[f"{o}-{name}-{got}"] = (fn, (*args, *scales), scale.format(op=o, name=name, got=got))
-    cases[f"{F}-mode"] = (op, (x, [8, 10], "bicubic"), mode.format(op=F, got="bicubic"))
-    cases[f"{F}-mode-empty"] = (op, (x, [8, 10], ""), mode.format(op=F, got=""))
-    cases[f"{F}-backward"] = (op, (x, [8, 10], "half_pixel", None, None, "atomic"), method.format(op=F, got="atomic"))
-    cases[f"{B}-mode"] = (bw, (g, [4, 5], "nearest", "gather"), mode.format(op=B, got="nearest"))
-    cases[f"{B}-method"] = (bw, (g, [4, 5], "half_pixel", "sum"), method.format(op=B, got="sum"))
+                cases[f"{o}-{name}-{got}"] = (fn, (*args, *scales), scale.format(op=o, name=name, got=got), ValueError)
+    cases[f"{F}-mode"] = (op, (x, [8, 10], "bicubic"), mode.format(op=F, got="bicubic"), ValueError)
+    cases[f"{F}-mode-empty"] = (op, (x, [8, 10], ""), mode.format(op=F, got=""), ValueError)
+    cases[f"{F}-backward"] = (op, (x, [8, 10], "half_pixel", None, None, "atomic"), method.format(op=F, got="atomic"),
+                              ValueError)
+    cases[f"{B}-mode"] = (bw, (g, [4, 5], "nearest", "gather"), mode.format(op=B, got="nearest"), ValueError)
+    cases[f"{B}-method"] = (bw, (g, [4, 5], "half_pixel", "sum"), method.format(op=B, got="sum"), ValueError)
     return cases
 
 
@@ -715,25 +723,46 @@ BAD_CALLS = _bad_op_calls()
 @pytest.mark.parametrize("how", ["eager", "fake", "meta"])
 @pytest.mark.parametrize("case", list(BAD_CALLS))
 def test_bad_op_arguments(up, case, how):
-    """Every check the C++ entry points make, eagerly, under FakeTensorMode and on meta tensors (the
-    fake kernels in upsample.py), with the same message."""
+    """Every argument check, eagerly, under FakeTensorMode and on meta tensors (the fake kernels in
+    upsample.py), with the same exception type and message."""
     import re
 
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    fn, args, message = BAD_CALLS[case]
+    fn, args, message, exc = BAD_CALLS[case]
     if how == "eager":
-        with expect_error(re.escape(message), what=f"{case}, eager"):
+        with expect_error(re.escape(message), exc, what=f"{case}, eager"):
             fn(*args)
     elif how == "meta":
         meta = [a.to("meta") if isinstance(a, torch.Tensor) else a for a in args]
-        with expect_error(re.escape(message), what=f"{case}, on meta tensors"):
+        with expect_error(re.escape(message), exc, what=f"{case}, on meta tensors"):
             fn(*meta)
     else:
         mode = FakeTensorMode()
         fake = [mode.from_tensor(a) if isinstance(a, torch.Tensor) else a for a in args]
-        with mode, expect_error(re.escape(message), what=f"{case}, under FakeTensorMode"):
+        with mode, expect_error(re.escape(message), exc, what=f"{case}, under FakeTensorMode"):
             fn(*fake)
+
+
+@pytest.mark.parametrize("case, pattern", [
+    ("upsample_bilinear2d-x-rank-3", r"x must be 4-D \(N, C, H, W\), got shape \[3, 4, 5\]"),
+    ("upsample_bilinear2d-x-Long", r"x must be float64, float32, float16 or bfloat16, got Long"),
+    ("upsample_bilinear2d-x-W-0", r"x must have H >= 1 and W >= 1, got shape \[2, 3, 4, 0\]"),
+    ("upsample_bilinear2d-size-[8, 0]", r"size must be \(H, W\) with H >= 1 and W >= 1"),
+    ("upsample_bilinear2d-scale_h-nan", r"scale_h must be a finite number > 0 or None, got nan"),
+    ("upsample_bilinear2d_backward-grad_out-rank-5", r"grad_out must be 4-D"),
+    ("upsample_bilinear2d_backward-input_size-[8]", r"input_size must be \(H, W\)"),
+    ("upsample_bilinear2d_backward-method", r'backward method must be "gather" or "scatter", got "sum"'),
+], ids=lambda v: v if v in BAD_CALLS else "")
+def test_kernel_ops_check_too(up, case, pattern):
+    """The kernel operators behind the public ones check again what memory safety depends on:
+    called directly with a bad argument they fail (RuntimeError, from C++) instead of reading
+    outside a tensor."""
+    fn, args, _, _ = BAD_CALLS[case]
+    kernel = (torch.ops.ch06._upsample_bilinear2d_kernel if fn is op
+              else torch.ops.ch06._upsample_bilinear2d_backward_kernel)
+    with expect_error(pattern, what=f"{case}, the kernel operator"):
+        kernel(*(args[:5] if fn is op else args))  # the forward's kernel has no `backward` argument
 
 
 @pytest.mark.parametrize(

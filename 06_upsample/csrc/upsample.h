@@ -19,8 +19,11 @@
 //   tf_legacy      TF 1.x resize_bilinear default  s = d * ratio,  ratio = in/out
 // PyTorch's F.interpolate(scale_factor=f) uses ratio = 1/f instead of in/out
 // (unless recompute_scale_factor=True): the optional `scale` below.
-#include <ATen/core/Tensor.h>
-#include <c10/macros/Macros.h>
+//
+// This header is plain C++ plus one macro from torch's header-only layer
+// (C10_HOST_DEVICE): the CPU and the CUDA kernels share it, and it needs no
+// part of libtorch.
+#include <torch/headeronly/macros/Macros.h>
 
 #include <cmath>
 #include <cstdint>
@@ -85,17 +88,24 @@ struct Taps {
   T l;  // x[i0] gets 1 - l, x[i1] gets l
 };
 
+// As PyTorch's guard_index_and_lambda: i0 = min(floor(s), in - 1) and
+// l = min(s - i0, 1). When s passes in - 1 (upsampling: 2.2 or 2.4 for 3 -> 5),
+// i0 = i1 = in - 1 and l has no effect. The clamp is done in T, before the
+// conversion: converting a floating-point value that int64_t cannot hold is
+// undefined behaviour in C++, and a tiny scale factor (1e-19 and below) makes
+// s that large. Clamped first, any s >= in - 1, infinity included, reads the
+// last pixel.
 template <typename T>
 C10_HOST_DEVICE inline Taps<T> source_taps(int64_t d, int64_t in, T ratio, Mode mode) {
   const T s = source_coordinate<T>(d, ratio, mode);
-  const T f = std::floor(s);
-  // floor(s) lies in [0, in - 1] for every mode (s itself may pass in - 1 when
-  // upsampling; then i0 = i1 = in - 1), so the clamp below only guards the
-  // memory access; it never changes a correct result.
-  int64_t i0 = static_cast<int64_t>(f);
-  i0 = i0 < 0 ? 0 : (i0 > in - 1 ? in - 1 : i0);
+  const T last = static_cast<T>(in - 1);
+  T f = std::floor(s);
+  f = f < last ? f : last;  // NaN also becomes `last`
+  f = f > T(0) ? f : T(0);
+  const int64_t i0 = static_cast<int64_t>(f);
   const int64_t i1 = i0 + 1 < in ? i0 + 1 : in - 1;
-  return {i0, i1, s - f};
+  const T l = s - f;
+  return {i0, i1, l < T(1) ? l : T(1)};
 }
 
 // One axis: the value at taps t of a line of samples (a row, or one column
@@ -155,27 +165,11 @@ C10_HOST_DEVICE inline void gather_range(int64_t i, int64_t in, int64_t out, T r
   // END SOLUTION
 }
 
-// Entry points (ops.cpp): check the arguments, make x contiguous, allocate,
-// pick the kernel. `scale_h`/`scale_w` are PyTorch's scale factors (see above).
-at::Tensor upsample_forward(const at::Tensor& x, c10::IntArrayRef size, std::string_view mode,
-                            std::optional<double> scale_h, std::optional<double> scale_w,
-                            std::string_view backward);
-at::Tensor upsample_backward(const at::Tensor& grad_out, c10::IntArrayRef input_size, std::string_view mode,
-                             std::string_view method, std::optional<double> scale_h,
-                             std::optional<double> scale_w);
-
-// What the kernels receive: sizes, convention and per-axis ratios, already checked.
+// What the kernels receive: sizes, convention and scale factors, already checked
+// (ops.cpp). `scale_h`/`scale_w` are PyTorch's scale factors (see above).
 struct ResizeGeometry {
   int64_t planes;  // N * C
   int64_t H_in, W_in, H_out, W_out;
   Mode mode;
   std::optional<double> scale_h, scale_w;
 };
-
-void upsample_forward_cpu(const at::Tensor& x, at::Tensor& out, const ResizeGeometry& g);
-void upsample_backward_cpu(const at::Tensor& grad_out, at::Tensor& grad_in, const ResizeGeometry& g);
-#ifdef WITH_CUDA
-void upsample_forward_cuda(const at::Tensor& x, at::Tensor& out, const ResizeGeometry& g);
-// method: true = gather (deterministic), false = scatter (atomicAdd)
-void upsample_backward_cuda(const at::Tensor& grad_out, at::Tensor& grad_in, const ResizeGeometry& g, bool gather);
-#endif

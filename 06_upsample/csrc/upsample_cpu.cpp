@@ -9,16 +9,16 @@
 //             line) and kept while neighbouring input rows gather it along H.
 //
 // The taps of an output column depend only on its index, so they go into a
-// table once per call. Work is split over rows with at::parallel_for; each
-// task keeps its own small cache of lines, so tasks never share writable data.
-#include <ATen/Dispatch.h>
-#include <ATen/OpMathType.h>
-#include <ATen/Parallel.h>
+// table once per call. Work is split over rows with torch::stable::parallel_for
+// (at::parallel_for behind a C function of libtorch: the thread pool is torch's,
+// so torch.set_num_threads applies); each task keeps its own small cache of
+// lines, so tasks never share writable data.
+#include <torch/csrc/stable/ops.h>
 
 #include <algorithm>
 #include <vector>
 
-#include "upsample.h"
+#include "kernels.h"
 
 template <typename T>
 static std::vector<Taps<T>> taps_table(int64_t in, int64_t out, T ratio, Mode mode) {
@@ -31,6 +31,9 @@ static std::vector<Taps<T>> taps_table(int64_t in, int64_t out, T ratio, Mode mo
 
 // Rows of about this many elements make one task for the thread pool.
 constexpr int64_t kGrainElements = 16384;
+
+// The most lines a task of the backward keeps (see backward_kernel).
+constexpr int64_t kLineSlots = 16;
 
 // A few lines of `length` values, each tagged with the row it holds. Looking a
 // row up either finds it or recomputes it into the slot `slot_of(row)`.
@@ -59,13 +62,13 @@ class LineCache {
 template <typename scalar_t>
 static void forward_kernel(const scalar_t* x, scalar_t* out, const ResizeGeometry& g) {
   // opmath_t is float for float16/bfloat16 (their arithmetic is done in float), else scalar_t.
-  using opmath_t = at::opmath_type<scalar_t>;
+  using opmath_t = opmath_type<scalar_t>;
   const opmath_t rh = axis_ratio<opmath_t>(g.H_in, g.H_out, g.mode, g.scale_h);
   const opmath_t rw = axis_ratio<opmath_t>(g.W_in, g.W_out, g.mode, g.scale_w);
   const std::vector<Taps<opmath_t>> xtaps = taps_table<opmath_t>(g.W_in, g.W_out, rw, g.mode);
   const int64_t rows = g.planes * g.H_out;  // output rows of all planes, in memory order
   const int64_t grain = std::max<int64_t>(1, kGrainElements / g.W_out);
-  at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
+  torch::stable::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
     // Input row r (of all planes: r = p * H_in + i) goes to slot r % 2. An
     // output row needs rows i0 and i0 + 1 (or i0 twice): different slots.
     LineCache<opmath_t> cache(2, g.W_out);
@@ -91,8 +94,8 @@ static void forward_kernel(const scalar_t* x, scalar_t* out, const ResizeGeometr
   });
 }
 
-void upsample_forward_cpu(const at::Tensor& x, at::Tensor& out, const ResizeGeometry& g) {
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "upsample_forward_cpu", [&] {
+void upsample_forward_cpu(const torch::stable::Tensor& x, torch::stable::Tensor& out, const ResizeGeometry& g) {
+  UPSAMPLE_DISPATCH(x.scalar_type(), "upsample_forward_cpu", [&] {
     forward_kernel<scalar_t>(x.const_data_ptr<scalar_t>(), out.mutable_data_ptr<scalar_t>(), g);
   });
 }
@@ -130,25 +133,34 @@ struct GatherTable {
 // grad_out: planes x H_out x W_out, grad_in: planes x H_in x W_in, both packed.
 template <typename scalar_t>
 static void backward_kernel(const scalar_t* grad_out, scalar_t* grad_in, const ResizeGeometry& g) {
-  using opmath_t = at::opmath_type<scalar_t>;
+  using opmath_t = opmath_type<scalar_t>;
   const GatherTable<opmath_t> rows(g.H_in, g.H_out, axis_ratio<opmath_t>(g.H_in, g.H_out, g.mode, g.scale_h), g.mode);
   const GatherTable<opmath_t> cols(g.W_in, g.W_out, axis_ratio<opmath_t>(g.W_in, g.W_out, g.mode, g.scale_w), g.mode);
   const int64_t n_rows = g.planes * g.H_in;  // grad_in rows of all planes, in memory order
   const int64_t grain = std::max<int64_t>(1, kGrainElements / g.W_in);
+  // The line cache of a task: `slots` lines of W_in values. A grad_in row's
+  // range is about 2x the upsampling factor long (16 at x8), and every line
+  // of it fits. A range can also be as long as H_out (H_in = 1, or a tiny
+  // scale factor): a cache that held all of it would take H_out * W_in values
+  // per task (a (1, 1, 1, 16000) input resized to (16000, 1): 16000 lines of
+  // 16000, 1 GB). Capped, it stays at most kLineSlots * W_in; a line that was
+  // evicted is computed again when the next grad_in row needs it, at most once
+  // more (a grad_out row is read by at most two input rows).
+  const int64_t slots = std::min<int64_t>(rows.longest, kLineSlots);
   // BEGIN SOLUTION gather-backward
-  at::parallel_for(0, n_rows, grain, [&](int64_t begin, int64_t end) {
+  torch::stable::parallel_for(0, n_rows, grain, [&](int64_t begin, int64_t end) {
     // This task owns grad_in rows [begin, end): it writes each of their
     // elements once, and nothing else. grad_out row dh goes to slot
-    // dh % rows.longest of the cache: the rows of one range are consecutive,
-    // so they never share a slot.
-    LineCache<opmath_t> cache(rows.longest, g.W_in);
+    // dh % slots of the cache: consecutive rows of a range never share a
+    // slot, so a range of up to `slots` rows is gathered along W once.
+    LineCache<opmath_t> cache(slots, g.W_in);
     std::vector<opmath_t> acc(g.W_in);
     for (int64_t row = begin; row < end; ++row) {
       const int64_t p = row / g.H_in, h = row % g.H_in;
       std::fill(acc.begin(), acc.end(), opmath_t(0));
       for (int64_t dh = rows.begin[h]; dh < rows.end[h]; ++dh) {
         // grad_out row dh of plane p, gathered along W: line[w] for every input column w
-        const opmath_t* line = cache.get(p * g.H_out + dh, dh % rows.longest, [&](opmath_t* dst) {
+        const opmath_t* line = cache.get(p * g.H_out + dh, dh % slots, [&](opmath_t* dst) {
           const scalar_t* go_row = grad_out + (p * g.H_out + dh) * g.W_out;
           for (int64_t w = 0; w < g.W_in; ++w) {
             const opmath_t* wx = cols.weight.data() + cols.offset[w];
@@ -174,8 +186,9 @@ static void backward_kernel(const scalar_t* grad_out, scalar_t* grad_in, const R
   // END SOLUTION
 }
 
-void upsample_backward_cpu(const at::Tensor& grad_out, at::Tensor& grad_in, const ResizeGeometry& g) {
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, grad_out.scalar_type(), "upsample_backward_cpu", [&] {
+void upsample_backward_cpu(const torch::stable::Tensor& grad_out, torch::stable::Tensor& grad_in,
+                           const ResizeGeometry& g) {
+  UPSAMPLE_DISPATCH(grad_out.scalar_type(), "upsample_backward_cpu", [&] {
     backward_kernel<scalar_t>(grad_out.const_data_ptr<scalar_t>(), grad_in.mutable_data_ptr<scalar_t>(), g);
   });
 }

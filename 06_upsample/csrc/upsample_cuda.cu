@@ -11,18 +11,28 @@
 // less index arithmetic per pixel, and several independent loads in flight.
 // Index arithmetic is 64-bit where it multiplies by a plane count
 // (N * C * H * W may pass 2^31).
-#include <ATen/Dispatch.h>
-#include <ATen/OpMathType.h>
-#include <ATen/ops/empty.h>
-#include <c10/cuda/CUDAException.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
+//
+// On the stable ABI (see the README, "Shipping on the stable ABI"):
+//   device guard   torch::stable::accelerator::DeviceGuard (was c10::cuda::CUDAGuard)
+//   stream         aoti_torch_get_current_cuda_stream, a C function of libtorch
+//                  (was c10::cuda::getCurrentCUDAStream); declared when USE_CUDA
+//                  is defined, which the build does for this file
+//   launch check   STD_CUDA_KERNEL_LAUNCH_CHECK (was C10_CUDA_KERNEL_LAUNCH_CHECK)
+//   temporaries    torch::stable::new_empty / new_zeros, i.e. aten ops called
+//                  through the dispatcher's C interface, on the caching allocator
+#include <cuda_runtime.h>
+#include <torch/csrc/inductor/aoti_torch/c/shim.h>
+#include <torch/csrc/stable/accelerator.h>
+#include <torch/csrc/stable/macros.h>
+#include <torch/csrc/stable/ops.h>
+#include <torch/headeronly/util/shim_utils.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
-#include "upsample.h"
+#include "kernels.h"
 
 namespace {
 
@@ -39,7 +49,8 @@ Launch launch_for(int64_t W, int64_t H, int64_t planes, int planes_per_thread) {
   const int tx = static_cast<int>(std::min<int64_t>(kThreads, (W + 31) / 32 * 32));
   const int ty = kThreads / tx;
   const int64_t gx = (W + tx - 1) / tx;
-  TORCH_CHECK(gx <= std::numeric_limits<int32_t>::max(), "upsample_bilinear2d: W = ", W, " is too large for one launch");
+  STD_TORCH_CHECK(gx <= std::numeric_limits<int32_t>::max(), "upsample_bilinear2d: W = ", W,
+                  " is too large for one launch");
   // Grid-stride loops in the kernels cover rows and plane groups beyond 65535 blocks.
   const int64_t gy = std::min<int64_t>((H + ty - 1) / ty, kMaxGrid);
   const int64_t gz = std::min<int64_t>((planes + planes_per_thread - 1) / planes_per_thread, kMaxGrid);
@@ -91,9 +102,9 @@ __device__ __forceinline__ void store_outputs(scalar_t* dst, const Pack<scalar_t
 template <typename scalar_t>
 __global__ void __launch_bounds__(kThreads) forward_kernel(
     const scalar_t* __restrict__ x, scalar_t* __restrict__ out, int64_t planes, int64_t H_in, int64_t W_in,
-    int64_t H_out, int64_t W_out, at::opmath_type<scalar_t> rh, at::opmath_type<scalar_t> rw, Mode mode,
+    int64_t H_out, int64_t W_out, opmath_type<scalar_t> rh, opmath_type<scalar_t> rw, Mode mode,
     bool vector_stores) {
-  using T = at::opmath_type<scalar_t>;
+  using T = opmath_type<scalar_t>;
   constexpr int V = kV<scalar_t>;
   const int64_t w0 = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * V;
   if (w0 >= W_out) {
@@ -162,8 +173,8 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(
 template <typename scalar_t, typename acc_t, int kPlanes>
 __global__ void scatter_kernel(const scalar_t* __restrict__ grad_out, acc_t* __restrict__ grad_in, int64_t planes,
                                int64_t H_in, int64_t W_in, int64_t H_out, int64_t W_out,
-                               at::opmath_type<scalar_t> rh, at::opmath_type<scalar_t> rw, Mode mode) {
-  using opmath_t = at::opmath_type<scalar_t>;
+                               opmath_type<scalar_t> rh, opmath_type<scalar_t> rw, Mode mode) {
+  using opmath_t = opmath_type<scalar_t>;
   const int64_t w = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (w >= W_out) {
     return;
@@ -262,7 +273,7 @@ __device__ __forceinline__ void gather_planes(const scalar_t* __restrict__ grad_
 
 template <typename scalar_t, int kPlanes>
 __global__ void gather_kernel(const scalar_t* __restrict__ grad_out, scalar_t* __restrict__ grad_in, int64_t planes,
-                              AxisPlan<at::opmath_type<scalar_t>> rows, AxisPlan<at::opmath_type<scalar_t>> cols) {
+                              AxisPlan<opmath_type<scalar_t>> rows, AxisPlan<opmath_type<scalar_t>> cols) {
   const int64_t w = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (w >= cols.in) {
     return;
@@ -285,15 +296,23 @@ __global__ void gather_kernel(const scalar_t* __restrict__ grad_out, scalar_t* _
   }
 }
 
+// The current CUDA stream of `device`: code running us under torch.cuda.stream(s)
+// expects our work on s, and kernels on the legacy default stream would race
+// with it.
+cudaStream_t current_stream(int32_t device) {
+  void* stream = nullptr;
+  TORCH_ERROR_CODE_CHECK(aoti_torch_get_current_cuda_stream(device, &stream));
+  return static_cast<cudaStream_t>(stream);
+}
+
 }  // namespace
 
-void upsample_forward_cuda(const at::Tensor& x, at::Tensor& out, const ResizeGeometry& g) {
+void upsample_forward_cuda(const torch::stable::Tensor& x, torch::stable::Tensor& out, const ResizeGeometry& g) {
   // Launch on the tensor's GPU, whatever device is current.
-  const c10::cuda::CUDAGuard guard(x.device());
-  // The current stream: code running us under torch.cuda.stream(s) expects our work on s.
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "upsample_forward_cuda", [&] {
-    using opmath_t = at::opmath_type<scalar_t>;
+  const torch::stable::accelerator::DeviceGuard guard(x.get_device_index());
+  const cudaStream_t stream = current_stream(x.get_device_index());
+  UPSAMPLE_DISPATCH(x.scalar_type(), "upsample_forward_cuda", [&] {
+    using opmath_t = opmath_type<scalar_t>;
     constexpr int V = kV<scalar_t>;
     // Grid: x over groups of V columns, y over chunks of kRows rows, z over planes.
     const int64_t groups = (g.W_out + V - 1) / V, chunks = (g.H_out + kRows - 1) / kRows;
@@ -306,23 +325,26 @@ void upsample_forward_cuda(const at::Tensor& x, at::Tensor& out, const ResizeGeo
         x.const_data_ptr<scalar_t>(), out.mutable_data_ptr<scalar_t>(), g.planes, g.H_in, g.W_in, g.H_out, g.W_out,
         axis_ratio<opmath_t>(g.H_in, g.H_out, g.mode, g.scale_h),
         axis_ratio<opmath_t>(g.W_in, g.W_out, g.mode, g.scale_w), g.mode, vector_stores);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    STD_CUDA_KERNEL_LAUNCH_CHECK();
   });
 }
 
-void upsample_backward_cuda(const at::Tensor& grad_out, at::Tensor& grad_in, const ResizeGeometry& g, bool gather) {
-  const c10::cuda::CUDAGuard guard(grad_out.device());
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, grad_out.scalar_type(), "upsample_backward_cuda", [&] {
-    using opmath_t = at::opmath_type<scalar_t>;
+void upsample_backward_cuda(const torch::stable::Tensor& grad_out, torch::stable::Tensor& grad_in,
+                            const ResizeGeometry& g, bool gather) {
+  using torch::headeronly::ScalarType;
+  const torch::stable::accelerator::DeviceGuard guard(grad_out.get_device_index());
+  const cudaStream_t stream = current_stream(grad_out.get_device_index());
+  UPSAMPLE_DISPATCH(grad_out.scalar_type(), "upsample_backward_cuda", [&] {
+    using opmath_t = opmath_type<scalar_t>;
     const opmath_t rh = axis_ratio<opmath_t>(g.H_in, g.H_out, g.mode, g.scale_h);
     const opmath_t rw = axis_ratio<opmath_t>(g.W_in, g.W_out, g.mode, g.scale_w);
     if (gather) {
       // The plan: 3 values per output index and 2 per input index, per axis.
-      const at::Tensor index = at::empty({2 * (g.H_in + g.W_in) + 2 * (g.H_out + g.W_out)},
-                                         grad_out.options().dtype(at::kLong));
-      const at::Tensor lambda = at::empty({g.H_out + g.W_out},
-                                          grad_out.options().dtype(c10::CppTypeToScalarType<opmath_t>::value));
+      // Allocated on grad_out's device and stream-ordered by the caching allocator.
+      const torch::stable::Tensor index = torch::stable::new_empty(
+          grad_out, {2 * (g.H_in + g.W_in) + 2 * (g.H_out + g.W_out)}, ScalarType::Long);
+      const torch::stable::Tensor lambda = torch::stable::new_empty(
+          grad_out, {g.H_out + g.W_out}, std::is_same_v<opmath_t, double> ? ScalarType::Double : ScalarType::Float);
       int64_t* ip = index.mutable_data_ptr<int64_t>();
       opmath_t* lp = lambda.mutable_data_ptr<opmath_t>();
       const AxisPlan<opmath_t> rows{g.H_in, g.H_out, rh, ip, ip + g.H_out, lp,
@@ -333,12 +355,12 @@ void upsample_backward_cuda(const at::Tensor& grad_out, at::Tensor& grad_in, con
       const int64_t longest = std::max({g.H_in, g.W_in, g.H_out, g.W_out});
       const dim3 plan_grid(static_cast<unsigned>((longest + kThreads - 1) / kThreads), 2);
       plan_kernel<opmath_t><<<plan_grid, kThreads, 0, stream>>>(rows, cols, g.mode);
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      STD_CUDA_KERNEL_LAUNCH_CHECK();
       constexpr int kPlanes = 8;
       const Launch l = launch_for(g.W_in, g.H_in, g.planes, kPlanes);
       gather_kernel<scalar_t, kPlanes><<<l.grid, l.block, 0, stream>>>(
           grad_out.const_data_ptr<scalar_t>(), grad_in.mutable_data_ptr<scalar_t>(), g.planes, rows, cols);
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      STD_CUDA_KERNEL_LAUNCH_CHECK();
       return;
     }
     constexpr int kPlanes = 4;
@@ -347,14 +369,17 @@ void upsample_backward_cuda(const at::Tensor& grad_out, at::Tensor& grad_in, con
     // bfloat16: into a float buffer, converted once at the end.
     using acc_t = std::conditional_t<std::is_same_v<scalar_t, opmath_t>, scalar_t, float>;
     constexpr bool direct = std::is_same_v<acc_t, scalar_t>;
-    at::Tensor acc = direct ? grad_in : at::empty(grad_in.sizes(), grad_in.options().dtype(at::kFloat));
-    acc.zero_();  // the atomics add into it
+    torch::stable::Tensor acc =
+        direct ? grad_in
+               : torch::stable::new_empty(grad_in, {grad_in.size(0), grad_in.size(1), g.H_in, g.W_in},
+                                          ScalarType::Float);
+    torch::stable::zero_(acc);  // the atomics add into it (zero_ runs on the current stream)
     scatter_kernel<scalar_t, acc_t, kPlanes><<<l.grid, l.block, 0, stream>>>(
         grad_out.const_data_ptr<scalar_t>(), acc.mutable_data_ptr<acc_t>(), g.planes, g.H_in, g.W_in, g.H_out,
         g.W_out, rh, rw, g.mode);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    STD_CUDA_KERNEL_LAUNCH_CHECK();
     if (!direct) {
-      grad_in.copy_(acc);  // one rounding to float16/bfloat16, at the end
+      torch::stable::copy_(grad_in, acc);  // one rounding to float16/bfloat16, at the end
     }
   });
 }
