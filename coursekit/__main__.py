@@ -164,19 +164,6 @@ def cmd_hint(args) -> int:
     return 0
 
 
-def _preload_libstdcxx(argv: list[str]) -> None:
-    """Re-run this command with the system libstdc++ preloaded if torch needs it (see toolkit.libstdcxx_clash)."""
-    if os.environ.get("COURSE_LIBSTDCXX_CHECKED") or sys.platform != "linux":
-        return
-    os.environ["COURSE_LIBSTDCXX_CHECKED"] = "1"
-    from .toolkit import libstdcxx_clash
-
-    lib = libstdcxx_clash()
-    if lib and lib not in os.environ.get("LD_PRELOAD", ""):
-        env = dict(os.environ, LD_PRELOAD=" ".join(filter(None, [lib, os.environ.get("LD_PRELOAD")])))
-        os.execve(sys.executable, [sys.executable, "-m", "coursekit", *argv], env)
-
-
 def cmd_gpu_report(args) -> int:
     from .gpu_report import run
 
@@ -186,8 +173,6 @@ def cmd_gpu_report(args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] in {"run", "test", "selfcheck", "grade", "gpu-report"}:
-        _preload_libstdcxx(argv)
     parser = argparse.ArgumentParser(prog="./course", description="PyTorch C++/CUDA extensions course")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("doctor", help="check torch, the CUDA toolkit, ninja, the compiler and the GPU").set_defaults(fn=cmd_doctor)

@@ -77,11 +77,13 @@ def run_doctor() -> int:
     else:
         row("GPU", "none visible")
 
-    clash = toolkit.libstdcxx_clash()
-    if clash:
-        notes.append(f"torch's libc10.so exports its own std::ostringstream; where it differs from the system's, extensions "
-                     f"crash in it. ./course run/test/grade preload {clash} to bind everything to one library "
-                     f"(when you run python yourself and see such a crash: LD_PRELOAD={clash})")
+    if compiler and toolkit.static_libstdcxx(cxx):
+        row("libstdc++", f"static only ({cxx} has no libstdc++.so)")
+        notes.append(f"{cxx} links libstdc++ statically; mixed with the shared one torch loads, an extension would crash "
+                     f"in its first std::ostringstream. The course's builds keep the copy private "
+                     f"({' '.join(toolkit.PRIVATE_LIBSTDCXX)}); so do the chapters' setup.py files")
+    elif compiler:
+        row("libstdc++", "shared (the one torch loads)")
 
     # The decision
     try:

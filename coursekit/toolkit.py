@@ -22,6 +22,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -183,37 +184,32 @@ def apply(plan: BuildPlan) -> None:
 
 
 # ----------------------------------------------------------------------------
-# A libstdc++ clash some torch builds carry.
+# One C++ standard library per process.
 #
-# A torch built with a different C++ standard library than the system's can
-# export its own copies of libstdc++ template code (seen: the std::ostringstream
-# constructor exported by libc10.so). An extension that uses std::ostringstream
-# (every TORCH_CHECK message with a number does) then binds the constructor to
-# torch's copy and the rest of the stream to the system library, and crashes
-# with a segmentation fault. Loading the system libstdc++ first (LD_PRELOAD)
-# makes every extension bind to one library; where torch's copy matches the
-# system's, the preload changes nothing.
+# An extension must share the libstdc++ that torch has already loaded. A C++ compiler
+# that ships only a static libstdc++ (libstdc++.a and no libstdc++.so; seen: a GCC
+# installed under /opt and named by $CXX) copies the parts an extension uses into the
+# extension, with their symbols exported. At run time the dynamic linker binds some of
+# those symbols to the copy and some to the shared libstdc++ that torch loaded: two
+# halves of the iostream and locale state, and the first std::ostringstream (every
+# TORCH_CHECK message with a number) crashes with a segmentation fault. Keeping the
+# copy private to the extension -- hidden symbols, bound inside it -- removes the mix.
+# A compiler with a shared libstdc++ needs nothing.
 
-_OSTRINGSTREAM_CTOR = "_ZNSt7__cxx1119basic_ostringstreamIcSt11char_traitsIcESaIcEEC1Ev"
+PRIVATE_LIBSTDCXX = ["-static-libstdc++", "-Wl,--exclude-libs,ALL", "-Wl,-Bsymbolic"]
 
 
-def libstdcxx_clash() -> str | None:
-    """The libstdc++ to preload when torch's libc10 exports std::ostringstream, else None."""
-    import torch
-
-    libc10 = Path(torch.__file__).parent / "lib" / "libc10.so"
-    nm = shutil.which("nm")
-    if not (libc10.is_file() and nm):
-        return None
+def static_libstdcxx(cxx: str | None = None) -> bool:
+    """Does this C++ compiler link libstdc++ statically (it has no libstdc++.so)?"""
+    cxx = cxx or os.environ.get("CXX") or "c++"
     try:
-        symbols = subprocess.run([nm, "-D", "--defined-only", str(libc10)], capture_output=True, text=True, timeout=60).stdout
+        found = subprocess.run([cxx, "-print-file-name=libstdc++.so"], capture_output=True, text=True,
+                               timeout=30).stdout.strip()
     except (OSError, subprocess.SubprocessError):
-        return None
-    if _OSTRINGSTREAM_CTOR not in symbols:
-        return None
-    with open("/proc/self/maps") as maps:
-        for line in maps:
-            path = line.split()[-1]
-            if "/libstdc++.so" in path:
-                return path
-    return None
+        return False
+    return found == "libstdc++.so"  # gcc and clang print the bare name when they have no such file
+
+
+def libstdcxx_link_flags(cxx: str | None = None) -> list[str]:
+    """The link flags that keep an extension on one libstdc++ (none for most compilers)."""
+    return list(PRIVATE_LIBSTDCXX) if sys.platform.startswith("linux") and static_libstdcxx(cxx) else []

@@ -1,10 +1,7 @@
-"""Chapter 01: the first extension, built with JIT and with setup.py."""
+"""Chapter 01: the first extension, built with JIT (setup.py and pip: tests/test_packaging.py)."""
 
 import pytest
 import torch
-
-from coursekit import chapters
-from coursekit.testing import install_and_run
 
 CHAPTER = "01"
 
@@ -91,9 +88,21 @@ def test_describe_cuda(ext):
     assert ext.describe(torch.zeros(2, device="cuda")) == "Tensor(Float, shape=(2), device=cuda:0)"
 
 
-@pytest.mark.aot
-def test_setup_py_build(tmp_path, chapter_source):
-    """The ahead-of-time route: pip install --no-build-isolation ./01_pybind_hello."""
-    code = "import torch, ch01_hello; print(ch01_hello.describe(torch.zeros(2, 3)))"
-    assert install_and_run(chapter_source, tmp_path, code).strip() == "Tensor(Float, shape=(2, 3), device=cpu)"
-    assert chapters.find("01").module == "ch01_hello"
+
+@pytest.mark.exercise("describe")
+def test_runs_in_a_clean_environment(ext):
+    """A plain Python with no environment at all (no LD_PRELOAD, no PYTHONPATH) imports the built
+    extension and formats a string with std::ostringstream: the extension shares the libstdc++ that
+    torch loaded (see coursekit/toolkit.py, "One C++ standard library per process")."""
+    import os
+    import subprocess
+    import sys
+
+    build_dir = ext.__course_build__["build_dir"]
+    code = (f"import sys; sys.path.insert(0, {build_dir!r}); import torch, ch01_hello; "
+            "print(ch01_hello.describe(torch.zeros(2, 3)))")
+    proc = subprocess.run([sys.executable, "-c", code], env={"PATH": os.defpath}, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, (f"chapter 01 in a clean environment exited with {proc.returncode} "
+                                  f"(-11: a segmentation fault):\n{proc.stderr[-2000:]}")
+    assert proc.stdout.strip() == "Tensor(Float, shape=(2, 3), device=cpu)"

@@ -109,3 +109,25 @@ def test_cpu_kernels_can_use_torch_threads(chapter):
     binary = Path(module.__file__).read_bytes()
     assert b"GOMP_parallel" in binary or b"__kmpc_fork_call" in binary, (
         f"{Path(module.__file__).name} does not call the OpenMP runtime: was it compiled without -fopenmp?")
+
+
+def _fake_compiler(tmp_path: Path, answer: str) -> str:
+    cxx = tmp_path / "fake-c++"
+    cxx.write_text(f"#!/bin/sh\necho {answer}\n")
+    cxx.chmod(cxx.stat().st_mode | stat.S_IEXEC)
+    return str(cxx)
+
+
+def test_a_compiler_with_only_a_static_libstdcxx_gets_a_private_copy(tmp_path):
+    """A compiler without libstdc++.so (it prints the bare name) would mix its copy with torch's: link it privately."""
+    static = _fake_compiler(tmp_path, "libstdc++.so")
+    assert toolkit.static_libstdcxx(static)
+    if sys.platform.startswith("linux"):
+        assert toolkit.libstdcxx_link_flags(static) == toolkit.PRIVATE_LIBSTDCXX
+
+
+def test_a_compiler_with_a_shared_libstdcxx_needs_no_flags(tmp_path):
+    shared = _fake_compiler(tmp_path, "/usr/lib/gcc/x86_64-linux-gnu/12/libstdc++.so")
+    assert not toolkit.static_libstdcxx(shared)
+    assert toolkit.libstdcxx_link_flags(shared) == []
+    assert not toolkit.static_libstdcxx(str(tmp_path / "no-such-compiler"))
