@@ -28,6 +28,8 @@ from . import ROOT, chapters, toolkit
 
 BUILD_ROOT = ROOT / ".build"
 
+# Each chapter's setup.py (the pip route, which must not import this package) repeats
+# these flags as constants of the same names; tests/test_packaging.py checks they agree.
 CXX_FLAGS = ["-O3"]  # torch adds the C++ standard it was built with
 NVCC_FLAGS = ["-O3", "-lineinfo"]
 LD_FLAGS: list[str] = []
@@ -173,7 +175,7 @@ def build(source: str | Path, *, cuda: bool | None = None, verbose: bool = False
                 extra_cflags=[f for f in CXX_FLAGS if f not in no_omp] + defines + extra_cxx,
                 extra_cuda_cflags=NVCC_FLAGS + defines + extra_nvcc,
                 # a copy: torch appends its own libraries to this list
-                extra_ldflags=[f for f in LD_FLAGS if f not in no_omp],
+                extra_ldflags=[f for f in LD_FLAGS if f not in no_omp] + toolkit.libstdcxx_link_flags(),
                 extra_include_paths=[str(src / "csrc")],
                 build_directory=str(out),
                 with_cuda=cuda,
