@@ -97,6 +97,22 @@ def run_doctor() -> int:
         if str(e) not in problems:
             problems.append(str(e))
 
+    # The GPU code in the chapters' builds (the CUDA builds made so far), and whether this GPU can run it.
+    from . import build, chapters
+
+    capability = torch.cuda.get_device_capability() if torch.cuda.is_available() else None
+    for chapter in chapters.existing():
+        built = sorted(build.build_dir(chapter.path, True).glob("*.so"))
+        if not built:
+            continue
+        archs = toolkit.gpu_archs(built[0])
+        row(f"GPU code, chapter {chapter.number}", ", ".join(archs) or "none")
+        if capability and archs and not toolkit.covers(archs, capability):
+            cc = f"{capability[0]}.{capability[1]}"
+            problems.append(f"{chapter.dirname} was built for {', '.join(archs)}; this GPU is compute capability {cc}, "
+                            f"so its kernels would fail with \"no kernel image is available\".\n"
+                            f"  fix: rebuild with TORCH_CUDA_ARCH_LIST=\"{cc}\" (or unset it to build for the visible GPU)")
+
     for n in notes:
         print(f"  note: {n}")
     if problems:

@@ -213,3 +213,54 @@ def static_libstdcxx(cxx: str | None = None) -> bool:
 def libstdcxx_link_flags(cxx: str | None = None) -> list[str]:
     """The link flags that keep an extension on one libstdc++ (none for most compilers)."""
     return list(PRIVATE_LIBSTDCXX) if sys.platform.startswith("linux") and static_libstdcxx(cxx) else []
+
+
+# ----------------------------------------------------------------------------
+# Which GPUs a build can run on.
+#
+# nvcc puts the device code of a .cu file into a "fatbin" inside the .so: one entry
+# per architecture of TORCH_CUDA_ARCH_LIST, machine code (SASS, "sm_90") or PTX
+# ("compute_90", compiled by the driver for newer GPUs). A GPU that no entry covers
+# fails at the first launch with "no kernel image is available for execution on the
+# device"; the fix is to rebuild with TORCH_CUDA_ARCH_LIST naming that GPU.
+
+_FATBIN_MAGIC = 0xBA55ED50
+
+
+def gpu_archs(binary: str | Path) -> list[str]:
+    """The architectures in a built extension's fatbins: "sm_90" (machine code), "compute_90" (PTX)."""
+    import struct
+
+    data = Path(binary).read_bytes()
+    found: set[str] = set()
+    start = data.find(struct.pack("<I", _FATBIN_MAGIC))
+    while start >= 0 and start + 16 <= len(data):
+        _, _, header, size = struct.unpack_from("<IHHQ", data, start)
+        entry, end = start + header, start + header + size
+        while entry + 32 <= min(end, len(data)):
+            kind, _, entry_header, payload = struct.unpack_from("<HHIQ", data, entry)
+            arch = struct.unpack_from("<I", data, entry + 28)[0]
+            if kind in (1, 2) and 10 <= arch < 1000:
+                found.add(f"{'compute' if kind == 1 else 'sm'}_{arch}")
+            if entry_header == 0:
+                break
+            entry += entry_header + payload
+        start = data.find(struct.pack("<I", _FATBIN_MAGIC), max(end, start + 4))
+    return sorted(found, key=lambda a: (int(a.split("_")[1]), a))
+
+
+def covers(archs: list[str], capability: tuple[int, int]) -> bool:
+    """Can a GPU of this compute capability run a build with these architectures?
+
+    Machine code runs on the same major version with an equal or higher minor (sm_80 on an
+    8.6 GPU); PTX is compiled by the driver for any GPU at least as new.
+    """
+    cc = capability[0] * 10 + capability[1]
+    for a in archs:
+        kind, number = a.split("_")
+        n = int(number)
+        if kind == "sm" and n // 10 == capability[0] and n <= cc:
+            return True
+        if kind == "compute" and n <= cc:
+            return True
+    return False

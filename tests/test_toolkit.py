@@ -131,3 +131,32 @@ def test_a_compiler_with_a_shared_libstdcxx_needs_no_flags(tmp_path):
     assert not toolkit.static_libstdcxx(shared)
     assert toolkit.libstdcxx_link_flags(shared) == []
     assert not toolkit.static_libstdcxx(str(tmp_path / "no-such-compiler"))
+
+
+def _fatbin(*entries: tuple[int, int]) -> bytes:
+    """A fatbin as nvcc lays it out: a 16-byte header, then per entry a 64-byte header (kind, arch) and no payload."""
+    import struct
+
+    body = b"".join(struct.pack("<HHIQ", kind, 1, 64, 0) + struct.pack("<3I", 0, 0, 0) + struct.pack("<I", arch)
+                    + bytes(32) for kind, arch in entries)
+    return b"\x7fELF junk" + struct.pack("<IHHQ", 0xBA55ED50, 1, 16, len(body)) + body + b"tail"
+
+
+def test_gpu_archs_reads_the_fatbin(tmp_path):
+    lib = tmp_path / "ext.so"
+    lib.write_bytes(_fatbin((2, 90), (1, 90), (2, 80)))
+    assert toolkit.gpu_archs(lib) == ["sm_80", "compute_90", "sm_90"]
+    lib.write_bytes(b"no device code here")
+    assert toolkit.gpu_archs(lib) == []
+
+
+@pytest.mark.parametrize("archs, capability, ok", [
+    (["sm_90"], (9, 0), True),
+    (["sm_80"], (8, 6), True),        # machine code runs on a newer minor of the same major
+    (["sm_86"], (8, 0), False),
+    (["sm_90"], (10, 0), False),      # not on a new major: "no kernel image is available"
+    (["sm_90", "compute_90"], (12, 0), True),  # PTX is compiled by the driver for newer GPUs
+    (["compute_90"], (8, 0), False),
+])
+def test_which_gpus_a_build_covers(archs, capability, ok):
+    assert toolkit.covers(archs, capability) == ok
