@@ -29,6 +29,9 @@ BUDGET = float(os.environ.get("COURSE_SELFCHECK_BUDGET") or 0)
 # `./course selfcheck` runs its parts a few at a time and gives them one deadline.
 DEADLINE = float(os.environ.get("COURSE_SELFCHECK_DEADLINE") or 0) or (time.time() + BUDGET if BUDGET else 0)
 SEED = os.environ.get("COURSE_SELFCHECK_SEED")
+# COURSE_SELFCHECK_CUDA_ONLY=1 (on a GPU machine): only the variants that change CUDA code, the
+# ones a machine without a GPU cannot check; the others are checked on every machine.
+CUDA_ONLY = os.environ.get("COURSE_SELFCHECK_CUDA_ONLY") == "1"
 
 
 def _cases():
@@ -51,5 +54,7 @@ def test_grader(chapter, variant):
     else:
         if variant.cuda_only and not selfcheck.GPU:
             pytest.skip("this wrong variant only changes CUDA code; needs a GPU")
+        if CUDA_ONLY and not variant.cuda_only:
+            pytest.skip("COURSE_SELFCHECK_CUDA_ONLY=1: this variant is checked without a GPU too")
         problems = selfcheck.check_variant(chapter, variant)
     assert not problems, "\n".join(problems)
