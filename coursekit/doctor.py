@@ -36,6 +36,10 @@ def run_doctor() -> int:
         print("\nfix: run ./course (it installs the requirements), or python -m pip install torch")
         return 1
     row("torch", f"{torch.__version__} ({'CUDA ' + torch.version.cuda if torch.version.cuda else 'CPU-only build'})")
+    if toolkit.torch_too_old(torch.__version__):
+        problems.append(f"torch {torch.__version__} is older than the course's floor, torch "
+                        f"{'.'.join(map(str, toolkit.MIN_TORCH))} (chapter 06 builds on its stable ABI).\n"
+                        f"  fix: python -m pip install --upgrade 'torch>={'.'.join(map(str, toolkit.MIN_TORCH))}'")
 
     # CUDA toolkit
     try:

@@ -28,6 +28,16 @@ from pathlib import Path
 
 DEFAULT_ARCH_WITHOUT_GPU = "9.0"
 
+# The oldest torch the course runs on (requirements.txt says the same): chapter 06 is built on
+# the LibTorch stable ABI of torch 2.10, and the course's suite passes on 2.10.
+MIN_TORCH = (2, 10)
+
+
+def torch_too_old(version: str) -> bool:
+    """Is this torch version (e.g. "2.9.1+cu128") older than MIN_TORCH?"""
+    parts = re.findall(r"\d+", version)[:2]
+    return tuple(int(p) for p in parts) < MIN_TORCH
+
 
 class SetupError(RuntimeError):
     """A problem that stops a build, with the fix in its message."""

@@ -160,3 +160,11 @@ def test_gpu_archs_reads_the_fatbin(tmp_path):
 ])
 def test_which_gpus_a_build_covers(archs, capability, ok):
     assert toolkit.covers(archs, capability) == ok
+
+
+def test_the_torch_floor_is_one_number():
+    """requirements.txt and the doctor agree on the oldest torch the course runs on."""
+    floor = ".".join(map(str, toolkit.MIN_TORCH))
+    assert f"torch>={floor}" in (Path(__file__).parents[1] / "requirements.txt").read_text()
+    assert toolkit.torch_too_old("2.9.1+cu128") and not toolkit.torch_too_old(f"{floor}.0")
+    assert not toolkit.torch_too_old(torch.__version__), f"torch {torch.__version__} is below the floor {floor}"
