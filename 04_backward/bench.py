@@ -32,7 +32,7 @@ def sizes(device: str, quick: bool) -> tuple[int, int, int]:
         return 256, 32, 1 << 14
     if device == "cuda":
         return 65536, 256, 1 << 26
-    return 8192, 256, 1 << 23
+    return 8192, 256, 1 << 24
 
 
 def inputs(N: int, F: int, device: str, dtype: torch.dtype):
@@ -93,25 +93,34 @@ def main(argv: list[str] | None = None) -> None:
             timing.nbytes(grad_out, feats, points, gf, gp), **fields)
         del grad_out, feats, points, gf, gp, out
 
-    # --- the points gradient: our fixed-order reduction against one atomicAdd per term
+    # --- the points gradient: one kernel, three ways for a row's partial sums to reach grad_points.
+    # The same loads (16-byte packs), the same weights per cube, the same partial sums per thread; only
+    # the last step differs: the fixed-order reduction (ours), atomicAdd per thread, or the warp's
+    # shuffles and then atomicAdd per warp. Two shapes with the same bytes: F = 256 (rows of 2 warps
+    # in float32, 4 in float64) and F = 1024 (rows of 8 warps), so the number of atomics per address varies.
     if device == "cuda":
-        for dtype in (torch.float32, torch.float64):
-            dname = str(dtype).replace("torch.", "")
-            grad_out, feats, points = inputs(N, F, device, dtype)
-            ours = [ext.backward(grad_out, feats, points, False, True)[1] for _ in range(10)]
-            mine = ours[0]
-            runs = [ext.points_grad_atomic(grad_out, feats, points) for _ in range(10)]
-            identical = sum(torch.equal(r, runs[0]) for r in runs[1:])
-            identical_ours = sum(torch.equal(r, mine) for r in ours[1:])
-            fields = dict(N=N, F=F, dtype=dname, group="reduction")
-            add("grad_points, warp+shared reduction", lambda: ext.backward(grad_out, feats, points, False, True),
-                timing.nbytes(grad_out, feats, points, mine), bitwise_identical_reruns=identical_ours, **fields)
-            add("grad_points, atomicAdd per term", lambda: ext.points_grad_atomic(grad_out, feats, points),
-                timing.nbytes(grad_out, feats, points, mine), bitwise_identical_reruns=identical,
-                rel_error_vs_reduction=max(rel_error(r, mine) for r in runs), **fields)  # the worst of 10 runs
-            print(f"    bitwise identical to the first of 9 reruns: reduction {identical_ours}, atomicAdd {identical}",
-                  flush=True)
-            del grad_out, feats, points, mine, runs, ours
+        writes = {
+            "grad_points, fixed-order reduction": lambda g, f, p: ext.backward(g, f, p, False, True)[1],
+            "grad_points, atomicAdd per thread": lambda g, f, p: ext.points_grad_atomic(g, f, p, False),
+            "grad_points, atomicAdd per warp": lambda g, f, p: ext.points_grad_atomic(g, f, p, True),
+        }
+        for n_red, f_red in ((N, F), (N * F // 1024, 1024)):
+            for dtype in (torch.float32, torch.float64):
+                dname = str(dtype).replace("torch.", "")
+                grad_out, feats, points = inputs(n_red, f_red, device, dtype)
+                packs = f_red // (16 // feats.element_size())
+                warps = min(256, (packs + 31) // 32 * 32) // 32
+                mine = ext.backward(grad_out, feats, points, False, True)[1]
+                fields = dict(N=n_red, F=f_red, dtype=dname, group="reduction", warps_per_row=warps)
+                for name, write in writes.items():
+                    runs = [write(grad_out, feats, points) for _ in range(10)]
+                    identical = sum(torch.equal(r, runs[0]) for r in runs[1:])
+                    add(name, lambda: write(grad_out, feats, points), timing.nbytes(grad_out, feats, points, mine),
+                        bitwise_identical_reruns=identical,
+                        rel_error_vs_reduction=max(rel_error(r, mine) for r in runs), **fields)  # the worst of 10 runs
+                    print(f"    N={n_red} F={f_red} ({warps} warps a row): 9 reruns bitwise identical to the first: "
+                          f"{identical}", flush=True)
+                del grad_out, feats, points, mine, runs
 
     # --- what a fresh output costs: allocate and write a grad_feats-sized tensor, against writing one that exists.
     # On a CPU a large fresh allocation is new pages from the OS, and the first write to each page faults.

@@ -2,10 +2,13 @@
 #include "gelu.h"
 
 #include <ATen/Dispatch.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
+
+#include <type_traits>
 
 static void check_gelu_input(const at::Tensor& x, const char* name) {
   // Named one by one: at::isFloatingType would also let the float8 types through.
@@ -58,12 +61,46 @@ at::Tensor gelu_backward(const at::Tensor& grad_out_in, const at::Tensor& x_in) 
   return grad_in;
 }
 
+// float and double go through the vectorised loops of gelu_cpu_vec.cpp where the CPU
+// has AVX2 and FMA (asked once); float16 and bfloat16, and CPUs without them, take
+// the plain loop below: one value at a time, in opmath_t, rounded once.
+static bool use_vec_loops() {
+  static const bool available = gelu_cpu_vec_available();
+  return available;
+}
+
+// [begin, end) by the vector loop if there is one for this type and CPU; false if not.
+template <typename scalar_t>
+static bool forward_vec(const scalar_t* in, scalar_t* out, int64_t begin, int64_t end) {
+  if constexpr (std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, double>) {
+    if (use_vec_loops()) {
+      gelu_forward_cpu_vec(in, out, begin, end);
+      return true;
+    }
+  }
+  return false;
+}
+
+template <typename scalar_t>
+static bool backward_vec(const scalar_t* grad, const scalar_t* in, scalar_t* grad_in, int64_t begin, int64_t end) {
+  if constexpr (std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, double>) {
+    if (use_vec_loops()) {
+      gelu_backward_cpu_vec(grad, in, grad_in, begin, end);
+      return true;
+    }
+  }
+  return false;
+}
+
 void gelu_forward_cpu(const at::Tensor& x, at::Tensor& out) {
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "gelu_forward_cpu", [&] {
     using opmath_t = at::opmath_type<scalar_t>;
     const scalar_t* in = x.const_data_ptr<scalar_t>();
     scalar_t* o = out.mutable_data_ptr<scalar_t>();
     at::parallel_for(0, x.numel(), 16384, [&](int64_t begin, int64_t end) {
+      if (forward_vec(in, o, begin, end)) {
+        return;
+      }
       for (int64_t i = begin; i < end; ++i) {
         o[i] = static_cast<scalar_t>(gelu_value<opmath_t>(static_cast<opmath_t>(in[i])));
       }
@@ -78,6 +115,9 @@ void gelu_backward_cpu(const at::Tensor& grad_out, const at::Tensor& x, at::Tens
     const scalar_t* g = grad_out.const_data_ptr<scalar_t>();
     scalar_t* gi = grad_in.mutable_data_ptr<scalar_t>();
     at::parallel_for(0, x.numel(), 16384, [&](int64_t begin, int64_t end) {
+      if (backward_vec(g, in, gi, begin, end)) {
+        return;
+      }
       for (int64_t i = begin; i < end; ++i) {
         // The chain rule: dL/dx = dL/dgelu * gelu'(x).
         gi[i] = static_cast<scalar_t>(static_cast<opmath_t>(g[i]) * gelu_derivative<opmath_t>(static_cast<opmath_t>(in[i])));

@@ -9,6 +9,7 @@
 #include "pack.cuh"
 
 #include <ATen/Dispatch.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/OpMathType.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAFunctions.h>
