@@ -42,6 +42,7 @@ from coursekit.testing import (
 CHAPTER = "06"
 GOLDEN = Path(__file__).parent / "data" / "06_tf_legacy_golden.json"
 MODES = ["align_corners", "half_pixel", "tf_legacy"]
+BACKWARDS = ["gather", "scatter"]
 TORCH_MODES = {"align_corners": True, "half_pixel": False}  # mode -> F.interpolate's align_corners
 HALF_TYPES = [torch.float16, torch.bfloat16]
 HALF_IDS = ["float16", "bfloat16"]
@@ -805,24 +806,227 @@ def test_large_grids(up, device):
         check_backward(up, "cuda", torch.float64, shape, size, "half_pixel", "scatter")
 
 
+def _so_path(ext) -> str:
+    """The compiled library: the JIT build's module, or an installed package's _C."""
+    return getattr(ext, "_C", ext).__file__
+
+
+@pytest.mark.parametrize("shape, size", [((1, 1, 1, 16000), (16000, 1)), ((1, 1, 16000, 1), (1, 16000))],
+                         ids=["one-row-to-16000-rows", "one-column-to-16000-columns"])
+def test_backward_long_ranges_cpu(up, ext, shape, size):
+    """One input row read by 16000 output rows: a gather range as long as H_out. The CPU backward
+    keeps a bounded number of grad_out lines per task (O(W) memory): measured in a fresh process,
+    the peak memory must not grow by more than 200 MB (a cache of the whole range takes 16000 lines
+    of 16000 floats, 1 GB) and the call must take well under a few seconds. The transposed shape
+    (one input column, 16000 output columns) is checked too, for correctness."""
+    import subprocess
+    import sys
+
+    grad_out = torch.randn((1, 1) + size, dtype=torch.float32)
+    with poisoned_empty():
+        grad_in = bw(grad_out, list(shape[2:]), "half_pixel", "gather")
+    assert_close(grad_in, ref_backward(grad_out, shape[2:], "half_pixel"), what=f"backward {shape} -> {size}")
+    # The peak resident memory of this process alone: VmHWM starts afresh in a new program
+    # (ru_maxrss does not: Linux carries the parent's peak over a fork and exec).
+    code = f"""
+import time, torch
+def peak_mb():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1024
+torch.ops.load_library({_so_path(ext)!r})
+g = torch.randn(1, 1, {size[0]}, {size[1]})
+torch.ops.ch06._upsample_bilinear2d_backward_kernel(g[..., :8, :8], [1, 1], "half_pixel", "gather")  # warm-up
+before = peak_mb()
+start = time.perf_counter()
+torch.ops.ch06._upsample_bilinear2d_backward_kernel(g, {list(shape[2:])}, "half_pixel", "gather")
+print(time.perf_counter() - start, peak_mb() - before)
+"""
+    if not Path("/proc/self/status").is_file():
+        pytest.skip("measures memory through /proc (Linux)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    seconds, grown_mb = (float(v) for v in proc.stdout.split())
+    assert grown_mb < 200, f"the backward {shape} -> {size} grew the peak memory by {grown_mb:.0f} MB"
+    assert seconds < 5, f"the backward {shape} -> {size} took {seconds:.1f} s"
+
+
+TINY_SCALES = [1e-18, 1e-19, 1e-30, 1e-39, 1e-300, 5e-324]
+
+
+def _read_pixels(n_in: int, n_out: int, mode: str) -> list[int]:
+    """With a tiny scale, every source coordinate lies beyond the last pixel, except tf_legacy's
+    first (0 * ratio = 0): the pixel each output index reads, alone."""
+    return [0 if mode == "tf_legacy" and d == 0 else n_in - 1 for d in range(n_out)]
+
+
+@pytest.mark.parametrize("mode", ["half_pixel", "tf_legacy"])
+def test_tiny_scales(up, device, mode):
+    """Scale factors down to the smallest double: the ratio 1/scale is huge or infinite, and the
+    source coordinates pass what int64 holds (from about 1e-19). Converting those to an index is
+    undefined behaviour in C++ (it put the taps on pixel 0, and gave NaN at 1e-300); the op
+    clamps in floating point first, so each output reads the last pixel (tf_legacy's first output
+    pixel 0), exactly, in every dtype; the backward sends each gradient there."""
+    x = torch.randn(2, 3, 4, 5, device=device, dtype=torch.float64)
+    ih, iw = _read_pixels(4, 3, mode), _read_pixels(5, 6, mode)
+    expected = x[:, :, ih][:, :, :, iw]
+    g = torch.randn(2, 3, 3, 6, device=device, dtype=torch.float64)
+    expected_grad = torch.zeros_like(x)
+    for a, h in enumerate(ih):
+        for b, w in enumerate(iw):
+            expected_grad[:, :, h, w] += g[:, :, a, b]
+    for scale in TINY_SCALES:
+        for dtype in (torch.float64, torch.float32, torch.float16, torch.bfloat16):
+            with poisoned_empty():
+                out = op(x.to(dtype), [3, 6], mode, scale, scale)
+            assert_bitwise(out, expected.to(dtype), what=f"{mode}, {dtype}, scale {scale:g}")
+        with poisoned_empty():
+            grad = bw(g, [4, 5], mode, "gather", scale, scale)
+        assert_close64(grad, expected_grad, f"{mode} backward, scale {scale:g}")
+    if mode == "half_pixel":  # where PyTorch's own arithmetic is still defined, it agrees
+        ref = torch.ops.aten.upsample_bilinear2d(x, [3, 6], False, 1e-18, 1e-18)
+        assert_bitwise(op(x, [3, 6], mode, 1e-18, 1e-18), ref, what="scale 1e-18 vs aten.upsample_bilinear2d")
+    # the other end: a huge scale makes the ratio tiny, and every output reads pixel 0
+    out = op(x, [3, 6], mode, 1e300, 1e300)
+    assert_close64(out, x[:, :, :1, :1].expand(2, 3, 3, 6), f"{mode}, scale 1e300")
+
+
+def _restore_determinism():
+    state = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled())
+    return lambda: torch.use_deterministic_algorithms(state[0], warn_only=state[1])
+
+
+def test_deterministic_mode_alert(up):
+    """The alert PyTorch's own kernels raise (at::globalContext().alertNotDeterministic, not part of
+    the stable ABI, so upsample.py makes it): an error in deterministic mode, a warning with
+    warn_only=True, nothing otherwise. On a GPU test_scatter_is_nondeterministic_cuda checks that
+    the scatter backward makes it."""
+    import warnings
+
+    restore = _restore_determinism()
+    try:
+        torch.use_deterministic_algorithms(False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            up._alert_not_deterministic("something")
+        torch.use_deterministic_algorithms(True)
+        with expect_error(r"^something does not have a deterministic implementation, but you set "
+                          r"'torch.use_deterministic_algorithms\(True\)'"):
+            up._alert_not_deterministic("something")
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        with pytest.warns(UserWarning, match="something does not have a deterministic implementation"):
+            up._alert_not_deterministic("something")
+    finally:
+        restore()
+
+
+def test_deterministic_mode_cpu(up):
+    """On the CPU both backward methods run the gather kernel: deterministic mode lets them run."""
+    import warnings
+
+    restore = _restore_determinism()
+    try:
+        torch.use_deterministic_algorithms(True)
+        x = torch.randn(2, 3, 5, 6, dtype=torch.float64, requires_grad=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            for method in BACKWARDS:
+                x.grad = None
+                up.upsample_bilinear(x, (9, 11), backward=method).sum().backward()
+                assert_close64(x.grad, ref_backward(torch.ones(2, 3, 9, 11, dtype=torch.float64), (5, 6),
+                                                    "half_pixel"), f"{method} backward in deterministic mode")
+    finally:
+        restore()
+
+
 @pytest.mark.cuda
-def test_current_stream_and_other_gpu(up, device):
+def test_scatter_is_nondeterministic_cuda(up, device):
+    """torch.use_deterministic_algorithms(True): the scatter backward (atomics) raises as PyTorch's own
+    CUDA bilinear backward does, directly and through autograd; warn_only=True turns the error into
+    a warning; the gather backward, deterministic, runs."""
+    if device != "cuda":
+        pytest.skip("the scatter backward runs on a GPU only")
+    restore = _restore_determinism()
+    x = torch.randn(2, 3, 16, 16, device="cuda", requires_grad=True)
+    g = torch.randn(2, 3, 32, 32, device="cuda")
+    message = r"does not have a deterministic implementation, but you set 'torch.use_deterministic_algorithms"
+    try:
+        torch.use_deterministic_algorithms(True)
+        with expect_error(message, what="the scatter backward in deterministic mode"):
+            bw(g, [16, 16], "half_pixel", "scatter")
+        with expect_error(message, what="autograd through backward=\"scatter\" in deterministic mode"):
+            up.upsample_bilinear(x, (32, 32), backward="scatter").backward(g)
+        gathered = bw(g, [16, 16], "half_pixel", "gather")
+        assert_close(gathered, ref_backward(g, (16, 16), "half_pixel"), what="gather backward, deterministic mode")
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        with pytest.warns(UserWarning, match="does not have a deterministic implementation"):
+            scattered = bw(g, [16, 16], "half_pixel", "scatter")
+        assert_close(scattered, ref_backward(g, (16, 16), "half_pixel"), what="scatter backward, warn_only")
+    finally:
+        restore()
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("what", ["forward", "gather", "scatter"])
+def test_runs_on_the_current_stream(up, device, what):
+    """The kernels go on the current stream, not the legacy default one. The default stream is kept
+    busy (torch.cuda._sleep) while the op runs under torch.cuda.stream(s), and `out.add_(1)` is
+    queued on s after it. A kernel launched on the default stream would run after the sleep, and
+    after the add: it would overwrite the added result, and `out` would come out as the plain result."""
     if device != "cuda":
         pytest.skip("needs the CUDA build")
-    x = torch.randn(2, 3, 16, 16, device="cuda")
-    ref = up.upsample_bilinear(x, (32, 32))
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
+    x = torch.randn(8, 16, 64, 64, device="cuda")
+    g = torch.randn(8, 16, 128, 128, device="cuda")
+    run = {"forward": lambda: op(x, [128, 128], "half_pixel"),
+           "gather": lambda: bw(g, [64, 64], "half_pixel", "gather"),
+           "scatter": lambda: bw(g, [64, 64], "half_pixel", "scatter")}[what]
+    expected = run() + 1
+    torch.cuda.synchronize()
+    stream = torch.cuda.Stream()  # PyTorch's streams do not synchronise with the legacy default stream
+    stream.wait_stream(torch.cuda.current_stream())  # the inputs are ready
+    torch.cuda._sleep(50_000_000)  # keep the default stream busy (~25 ms)
+    with torch.cuda.stream(stream):
+        out = run()
+        out.add_(1)  # queued on `stream`: must run after the kernel
+    stream.synchronize()
+    torch.cuda.synchronize()
+    if what == "scatter":  # atomics: the order of the additions varies
+        assert_close(out, expected, what="scatter backward on a side stream")
+    else:
+        assert_bitwise(out, expected, what=f"{what} on a side stream")
+
+
+@pytest.mark.cuda
+def test_other_gpu(up, device):
+    """Tensors on cuda:1 while cuda:0 is current: the kernels run on the tensors' GPU (device guard)."""
+    if device != "cuda" or torch.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs")
+    x = torch.randn(2, 3, 16, 16, device="cuda:1", dtype=torch.float64, requires_grad=True)
+    g = torch.randn(2, 3, 32, 32, device="cuda:1", dtype=torch.float64)
+    with torch.cuda.device(0):
         out = up.upsample_bilinear(x, (32, 32))
-    s.synchronize()
-    assert_bitwise(out, ref, what="forward on a side stream")
-    if torch.cuda.device_count() < 2:
-        pytest.skip("a second GPU is needed for the device-guard half of this test")
-    x1 = x.to("cuda:1")
-    out1 = up.upsample_bilinear(x1, (32, 32))  # current device stays cuda:0
-    assert out1.device == x1.device
-    assert_bitwise(out1.cpu(), ref.cpu(), what="forward on cuda:1")
+        grads = {m: bw(g, [16, 16], "half_pixel", m) for m in BACKWARDS}
+    assert out.device == x.device
+    assert_close64(out, ref_forward(x, (32, 32), "half_pixel"), "forward on cuda:1")
+    for method, grad in grads.items():
+        assert grad.device == x.device
+        assert_close64(grad, ref_backward(g, (16, 16), "half_pixel"), f"{method} backward on cuda:1")
+
+
+def test_sources_name_only_files_that_exist(chapter_source):
+    """The comments in csrc/ point the reader to files of this chapter; each of them must exist."""
+    import re
+
+    chapter = Path(chapter_source)
+    missing = []
+    for path in sorted((chapter / "csrc").iterdir()):
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if line.lstrip().startswith("#include") or "//" not in line:
+                continue
+            comment = line.split("//", 1)[1]
+            for name in re.findall(r"(?<![\w/.<-])([a-z_][a-z0-9_]*\.(?:h|cpp|cu|py|md|toml))\b", comment):
+                if not ((chapter / "csrc" / name).exists() or (chapter / name).exists()):
+                    missing.append(f"csrc/{path.name}:{n} names {name}")
+    assert not missing, "comments name files that do not exist: " + "; ".join(missing)
 
 
 @pytest.mark.aot
