@@ -6,9 +6,9 @@
 // whose every method is a call through a C function of libtorch (the "shim"),
 // so nothing about at::Tensor's layout is compiled into this library.
 #include <torch/csrc/stable/tensor.h>
-#include <torch/headeronly/core/Dispatch_v2.h>
 #include <torch/headeronly/core/ScalarType.h>
 #include <torch/headeronly/util/BFloat16.h>
+#include <torch/headeronly/util/Exception.h>
 #include <torch/headeronly/util/Half.h>
 
 #include "upsample.h"
@@ -30,11 +30,33 @@ struct OpMath<torch::headeronly::BFloat16> {
 template <typename scalar_t>
 using opmath_type = typename OpMath<scalar_t>::type;
 
-// AT_DISPATCH_FLOATING_TYPES_AND2(kHalf, kBFloat16, ...): the header-only
-// THO_DISPATCH_V2 does the same switch, with `scalar_t` set in each case.
-#define UPSAMPLE_DISPATCH(TYPE, NAME, BODY)                                                               \
-  THO_DISPATCH_V2(TYPE, NAME, AT_WRAP(BODY), AT_FLOATING_TYPES, torch::headeronly::ScalarType::Half, \
-                  torch::headeronly::ScalarType::BFloat16)
+// AT_DISPATCH_FLOATING_TYPES_AND2(kHalf, kBFloat16, ...), which lives in ATen: one
+// switch over the four dtypes the kernels are compiled for, calling `body` with a
+// TypeTag<scalar_t>. The body is a generic lambda that starts with
+//   using scalar_t = typename decltype(tag)::type;
+// (The header-only THO_DISPATCH_V2 is a macro: a body with a comma outside
+// parentheses, `<<<grid, block, 0, stream>>>` for one, does not survive it.)
+template <typename T>
+struct TypeTag {
+  using type = T;
+};
+
+template <typename F>
+inline void dispatch_floating_types(torch::headeronly::ScalarType dtype, const char* name, F&& body) {
+  using torch::headeronly::ScalarType;
+  switch (dtype) {
+    case ScalarType::Double:
+      return body(TypeTag<double>{});
+    case ScalarType::Float:
+      return body(TypeTag<float>{});
+    case ScalarType::Half:
+      return body(TypeTag<torch::headeronly::Half>{});
+    case ScalarType::BFloat16:
+      return body(TypeTag<torch::headeronly::BFloat16>{});
+    default:
+      STD_TORCH_CHECK(false, name, " not implemented for '", torch::headeronly::toString(dtype), "'");
+  }
+}
 
 void upsample_forward_cpu(const torch::stable::Tensor& x, torch::stable::Tensor& out, const ResizeGeometry& g);
 void upsample_backward_cpu(const torch::stable::Tensor& grad_out, torch::stable::Tensor& grad_in,

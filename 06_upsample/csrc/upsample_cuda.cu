@@ -311,7 +311,8 @@ void upsample_forward_cuda(const torch::stable::Tensor& x, torch::stable::Tensor
   // Launch on the tensor's GPU, whatever device is current.
   const torch::stable::accelerator::DeviceGuard guard(x.get_device_index());
   const cudaStream_t stream = current_stream(x.get_device_index());
-  UPSAMPLE_DISPATCH(x.scalar_type(), "upsample_forward_cuda", [&] {
+  dispatch_floating_types(x.scalar_type(), "upsample_forward_cuda", [&](auto tag) {
+    using scalar_t = typename decltype(tag)::type;
     using opmath_t = opmath_type<scalar_t>;
     constexpr int V = kV<scalar_t>;
     // Grid: x over groups of V columns, y over chunks of kRows rows, z over planes.
@@ -334,7 +335,8 @@ void upsample_backward_cuda(const torch::stable::Tensor& grad_out, torch::stable
   using torch::headeronly::ScalarType;
   const torch::stable::accelerator::DeviceGuard guard(grad_out.get_device_index());
   const cudaStream_t stream = current_stream(grad_out.get_device_index());
-  UPSAMPLE_DISPATCH(grad_out.scalar_type(), "upsample_backward_cuda", [&] {
+  dispatch_floating_types(grad_out.scalar_type(), "upsample_backward_cuda", [&](auto tag) {
+    using scalar_t = typename decltype(tag)::type;
     using opmath_t = opmath_type<scalar_t>;
     const opmath_t rh = axis_ratio<opmath_t>(g.H_in, g.H_out, g.mode, g.scale_h);
     const opmath_t rw = axis_ratio<opmath_t>(g.W_in, g.W_out, g.mode, g.scale_w);

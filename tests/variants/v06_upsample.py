@@ -63,7 +63,7 @@ VARIANTS = [
             "csrc/upsample_cpu.cpp", "rows.weight[rows.offset[h] + (dh - rows.begin[h])]", "rows.weight[rows.offset[h]]"),
     Variant("cpu-gather-cache-key-without-plane", "keys the line cache by the row alone: the next plane reuses "
             "the previous plane's lines",
-            "csrc/upsample_cpu.cpp", "cache.get(p * g.H_out + dh, dh % rows.longest,", "cache.get(dh, dh % rows.longest,"),
+            "csrc/upsample_cpu.cpp", "cache.get(p * g.H_out + dh, dh % slots,", "cache.get(dh, dh % slots,"),
 
     # --- gather-cuda (csrc/upsample_cuda.cu: gather_planes) ------------------------------------
     Variant("gather-one-plane", "reads the first plane of the group's gradient for every plane in the CUDA gather",
@@ -97,20 +97,20 @@ VARIANTS = [
             "out_row[w] = static_cast<scalar_t>(a) * static_cast<scalar_t>(top[w]) + "
             "static_cast<scalar_t>(b) * static_cast<scalar_t>(bottom[w]);"),
     Variant("forward-ignores-strides", "passes a non-contiguous x to the kernels as if it were packed",
-            "csrc/ops.cpp", "const at::Tensor x = x_in.contiguous();", "const at::Tensor x = x_in;"),
+            "csrc/ops.cpp", "const Tensor x = torch::stable::contiguous(x_in);", "const Tensor x = x_in;"),
     Variant("backward-ignores-grad-out-strides", "passes a non-contiguous grad_out to the kernels as if it were packed",
-            "csrc/ops.cpp", "const at::Tensor grad_out = grad_out_in.contiguous();",
-            "const at::Tensor grad_out = grad_out_in;"),
+            "csrc/ops.cpp", "const Tensor grad_out = torch::stable::contiguous(grad_out_in);",
+            "const Tensor grad_out = grad_out_in;"),
     Variant("check-size-one-dim", "checks only the first entry of size / input_size",
-            "csrc/ops.cpp", "hw.size() == 2 && hw[0] >= 1 && hw[1] >= 1", "hw.size() == 2 && hw[0] >= 1"),
+            "upsample.py", "len(hw) == 2 and hw[0] >= 1 and hw[1] >= 1", "len(hw) == 2 and hw[0] >= 1"),
     Variant("check-rank-at-least-4", "accepts tensors of rank 5 and more",
-            "csrc/ops.cpp", "TORCH_CHECK(t.dim() == 4, op,", "TORCH_CHECK(t.dim() >= 4, op,"),
+            "upsample.py", "    if t.dim() != 4:", "    if t.dim() < 4:"),
     Variant("backward-grad-out-width-unchecked", "lets a grad_out with W = 0 through",
-            "csrc/ops.cpp", "TORCH_CHECK(grad_out_in.size(2) >= 1 && grad_out_in.size(3) >= 1, op,",
-            "TORCH_CHECK(grad_out_in.size(2) >= 1, op,"),
-    Variant("fake-accepts-any-float", "the fake kernels accept every floating dtype (float8 too), the C++ only four",
+            "upsample.py", "if grad_out.shape[2] < 1 or grad_out.shape[3] < 1:", "if grad_out.shape[2] < 1:"),
+    Variant("fake-accepts-any-float", "the checks accept every floating dtype (float8 too), the kernels only four",
             "upsample.py", "    if t.dtype not in _FLOATS:", "    if not t.dtype.is_floating_point:"),
-    Variant("fake-backward-skips-input-size", "the backward's fake kernel does not check input_size",
+    Variant("fake-backward-skips-input-size", "the backward's checks skip input_size (the fake kernel makes a "
+            "tensor of any size it is given)",
             "upsample.py", '    _check_hw(op, "input_size", input_size)\n', ""),
     Variant("autograd-drops-scales", "the autograd formula calls the backward without the scale factors",
             "upsample.py", "_backward(grad, input_size, mode, backward, scale_h, scale_w)",
@@ -140,6 +140,35 @@ VARIANTS = [
     Variant("scatter-drops-a-tap", "forgets the bottom-right atomicAdd", "csrc/upsample_cuda.cu",
             "          atomicAdd(plane + yt.i1 * W_in + xt.i1, static_cast<acc_t>(xt.l * bottom));\n", "",
             cuda_only=True),
+    Variant("eager-skips-checks", "the public forward calls the kernel without checking its arguments: "
+            "the kernel's own checks raise RuntimeError, not ValueError or TypeError",
+            "upsample.py", "    _check_forward(x, size, mode, scale_h, scale_w, backward)\n    _check_device(",
+            "    _check_device("),
+    Variant("dtype-error-is-value-error", "raises ValueError for a wrong dtype (PyTorch raises TypeError)",
+            "upsample.py", "got {_DTYPE_NAMES.get(t.dtype, t.dtype)}\",\n              TypeError)",
+            "got {_DTYPE_NAMES.get(t.dtype, t.dtype)}\")"),
+    Variant("cpu-gather-caches-whole-range", "keeps every grad_out line of a gather range: H_out * W_in values "
+            "per task when one input row is read by all output rows",
+            "csrc/upsample_cpu.cpp", "const int64_t slots = std::min<int64_t>(rows.longest, kLineSlots);",
+            "const int64_t slots = rows.longest;"),
+    Variant("taps-cast-before-clamp", "converts floor(s) to int64 before clamping it: undefined beyond 2^63 "
+            "(scale factors below about 1e-19)",
+            "csrc/upsample.h", "  f = f < last ? f : last;  // NaN also becomes `last`\n  f = f > T(0) ? f : T(0);\n"
+            "  const int64_t i0 = static_cast<int64_t>(f);",
+            "  int64_t i0 = static_cast<int64_t>(f);\n  i0 = i0 < 0 ? 0 : (i0 > in - 1 ? in - 1 : i0);\n"
+            "  f = static_cast<T>(i0);"),
+    Variant("scale-not-bounded", "passes a tiny scale factor on as it is: 1 / scale overflows float, and "
+            "tf_legacy's first coordinate becomes 0 * inf = NaN",
+            "csrc/ops.cpp", "mode, bounded_scale(scale_h, H_in), bounded_scale(scale_w, W_in)};",
+            "mode, scale_h, scale_w};"),
+    Variant("scatter-ignores-determinism", "runs the scatter backward in deterministic mode without an error",
+            "upsample.py", "        _alert_not_deterministic(", "        (lambda caller: None)(", cuda_only=True),
+    Variant("cuda-forward-default-stream", "launches the CUDA forward on the legacy default stream",
+            "csrc/upsample_cuda.cu", "forward_kernel<scalar_t><<<l.grid, l.block, 0, stream>>>(",
+            "forward_kernel<scalar_t><<<l.grid, l.block>>>(", cuda_only=True),
+    Variant("cuda-gather-default-stream", "launches the CUDA gather backward on the legacy default stream",
+            "csrc/upsample_cuda.cu", "gather_kernel<scalar_t, kPlanes><<<l.grid, l.block, 0, stream>>>(",
+            "gather_kernel<scalar_t, kPlanes><<<l.grid, l.block>>>(", cuda_only=True),
     Variant("scale-inverted-in-T", "1 / scale computed in T after rounding the scale to T (one ulp off)",
             "csrc/upsample.h", "return static_cast<T>(1.0 / *scale);", "return T(1) / static_cast<T>(*scale);"),
 ]
