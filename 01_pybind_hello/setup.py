@@ -1,19 +1,37 @@
-# Ahead-of-time build of chapter 01:
-#     pip install --no-build-isolation ./01_pybind_hello
-# then, from any folder:  python -c "import torch, ch01_hello; print(ch01_hello.describe(torch.ones(2)))"
+# Chapter 01 as a package: copy this folder anywhere, then
+#     pip install --no-build-isolation .        (why no isolation: see pyproject.toml)
+# Then, from any folder:
+#     python -c "import torch, ch01_hello; print(ch01_hello.describe(torch.zeros(2, 3)))"
 #
-# --no-build-isolation matters: without it pip builds in a fresh environment with
-# whatever torch it downloads, and the extension would not match the torch you run.
+# This chapter has C++ only. From chapter 02 on, setup.py also compiles csrc/*.cu with
+# nvcc when CUDA is usable (CUDAExtension instead of CppExtension).
+import glob
+import sys
+
 from setuptools import setup
 from torch.utils.cpp_extension import BuildExtension, CppExtension
+
+NAME = "ch01_hello"  # the module to import; BuildExtension passes it to the compiler as TORCH_EXTENSION_NAME
+
+# The same flags as the course's own builds (coursekit/build.py).
+CXX_FLAGS = ["-O3"]  # torch adds the C++ standard it was built with
+LD_FLAGS = []
+if sys.platform.startswith("linux"):
+    # at::parallel_for expands to an OpenMP loop in our own objects: without -fopenmp
+    # it quietly runs on one thread. (Nothing here uses it yet; the later chapters do.)
+    CXX_FLAGS.append("-fopenmp")
+    LD_FLAGS.append("-fopenmp")
 
 setup(
     name="ch01-hello",
     version="0.1.0",
     ext_modules=[
-        # The first argument is the module name; BuildExtension passes it to the
-        # compiler as TORCH_EXTENSION_NAME.
-        CppExtension("ch01_hello", ["csrc/hello.cpp", "csrc/binding.cpp"], extra_compile_args=["-O3"]),
+        CppExtension(
+            NAME,
+            sorted(glob.glob("csrc/*.cpp")),  # paths relative to this folder, where pip runs setup.py
+            extra_compile_args=CXX_FLAGS,
+            extra_link_args=LD_FLAGS,
+        )
     ],
     cmdclass={"build_ext": BuildExtension},
 )

@@ -1,15 +1,52 @@
-# Ahead-of-time build of chapter 03:
-#     pip install --no-build-isolation ./03_validate
-# Builds the CUDA kernel too when torch is a CUDA build, a toolkit is found and a
-# GPU is visible (or FORCE_CUDA=1); `./course doctor` tells which.
-from setuptools import setup
-from torch.utils.cpp_extension import BuildExtension
+# Chapter 03 as a package: copy this folder anywhere, then
+#     pip install --no-build-isolation .        (why no isolation: see pyproject.toml)
+# Then, from any folder: `import torch, ch03_trilinear` (torch first: it loads libtorch).
+#
+# The CUDA kernels are compiled when torch is a CUDA build, a CUDA toolkit is found
+# (CUDA_HOME) and a GPU is visible. On a machine without a GPU, FORCE_CUDA=1 compiles
+# them anyway; TORCH_CUDA_ARCH_LIST="9.0" names the GPU architectures to compile for.
+import glob
+import os
+import sys
 
-from coursekit.build import setup_extension
+import torch
+from setuptools import setup
+
+# torch takes the CUDA toolkit from CUDA_HOME, else from the nvcc on PATH, which can be a
+# wrapper script outside the toolkit; /usr/local/cuda is then the better guess.
+if "CUDA_HOME" not in os.environ and os.path.isfile("/usr/local/cuda/bin/nvcc"):
+    os.environ["CUDA_HOME"] = "/usr/local/cuda"
+from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CppExtension, CUDAExtension  # reads CUDA_HOME
+
+NAME = "ch03_trilinear"  # the module to import; the compiler sees it as TORCH_EXTENSION_NAME
+
+# The same flags as the course's own builds (coursekit/build.py).
+CXX_FLAGS = ["-O3"]  # torch adds the C++ standard it was built with
+NVCC_FLAGS = ["-O3", "-lineinfo"]  # -lineinfo: profilers map time to source lines
+LD_FLAGS = []
+if sys.platform.startswith("linux"):
+    # at::parallel_for expands to an OpenMP loop in our own objects: without -fopenmp
+    # it quietly runs on one thread.
+    CXX_FLAGS.append("-fopenmp")
+    LD_FLAGS.append("-fopenmp")
+
+use_cuda = bool(torch.version.cuda and CUDA_HOME and (torch.cuda.is_available() or os.environ.get("FORCE_CUDA") == "1"))
+sources = sorted(glob.glob("csrc/*.cpp"))  # bindings, input checks, CPU kernels
+if use_cuda:
+    sources += sorted(glob.glob("csrc/*.cu"))
+defines = ["-DWITH_CUDA"] if use_cuda else []  # the C++ side calls the CUDA kernels only then
+Extension = CUDAExtension if use_cuda else CppExtension
 
 setup(
     name="ch03-trilinear",
     version="0.1.0",
-    ext_modules=[setup_extension(__file__)],
+    ext_modules=[
+        Extension(
+            NAME,
+            sources,
+            extra_compile_args={"cxx": CXX_FLAGS + defines, "nvcc": NVCC_FLAGS + defines},
+            extra_link_args=LD_FLAGS,
+        )
+    ],
     cmdclass={"build_ext": BuildExtension},
 )

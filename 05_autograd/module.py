@@ -20,13 +20,16 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from coursekit.build import load_python
-
 # The operator route (trilinear_op.py), so that the module compiles with
 # torch.compile(fullgraph=True). Its registrations (fake impl, autograd) are
 # made once per process: reuse it if it is loaded already (some torch versions
 # refuse a second register_fake for the same op).
-_op = sys.modules.get("trilinear_op") or load_python(Path(__file__).parent, "trilinear_op")
+try:
+    from coursekit.build import load_python  # in the course: the trilinear_op.py beside this file
+except ImportError:  # installed with pip (see setup.py): trilinear_op is installed beside this module
+    import trilinear_op as _op
+else:
+    _op = sys.modules.get("trilinear_op") or load_python(Path(__file__).parent, "trilinear_op")
 trilinear = _op.trilinear
 
 # Corner k of a cell sits at offsets (k>>2 & 1, k>>1 & 1, k & 1) along (x, y, z).

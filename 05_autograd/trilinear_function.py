@@ -11,14 +11,17 @@ route that compiles).
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import torch
 
-from coursekit.build import build
+if importlib.util.find_spec("coursekit") and (Path(__file__).parent / "csrc").is_dir():
+    from coursekit.build import build  # in the course: build (or reuse) the sources beside this file
 
-# Built from this file's folder, so a learner's workspace uses its own sources.
-ext = build(Path(__file__).parent)
+    ext = build(Path(__file__).parent)  # this folder's sources: a learner's workspace uses its own
+else:  # installed with pip (see setup.py): the compiled extension is a module of its own
+    import ch05_trilinear as ext
 
 DOUBLE_BACKWARD = ("trilinear: double backward (a gradient of the gradient, create_graph=True) is not "
                    "implemented: the backward kernel is not differentiable")

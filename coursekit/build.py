@@ -207,27 +207,3 @@ def describe(module: ModuleType) -> str:
     info = getattr(module, "__course_build__", {})
     return "CPU+CUDA" if info.get("cuda") else "CPU"
 
-
-def setup_extension(setup_py: str | Path):
-    """The Extension object for a chapter's setup.py (pip install --no-build-isolation ./NN_chapter).
-
-    Same sources, flags and CPU/CUDA choice as `build()`.
-    """
-    src = Path(setup_py).resolve().parent
-    chapter = chapters.find(src)
-    plan = toolkit.plan_build()
-    toolkit.apply(plan)
-    from torch.utils.cpp_extension import CppExtension, CUDAExtension
-
-    defines = ["-DWITH_CUDA"] if plan.cuda else []
-    kind = CUDAExtension if plan.cuda else CppExtension
-    print(f"[course] building {chapter.module}: {'CPU+CUDA' if plan.cuda else 'CPU'} ({plan.reason})")
-    return kind(
-        name=chapter.module,
-        # setuptools wants paths relative to setup.py
-        sources=[str(p.relative_to(src)) for p in _sources(src, plan.cuda)],
-        include_dirs=[str(src / "csrc")],
-        extra_compile_args={"cxx": CXX_FLAGS + defines, "nvcc": NVCC_FLAGS + defines},
-        extra_link_args=list(LD_FLAGS),
-    )
-

@@ -88,7 +88,6 @@ def test_describe_cuda(ext):
     assert ext.describe(torch.zeros(2, device="cuda")) == "Tensor(Float, shape=(2), device=cuda:0)"
 
 
-
 @pytest.mark.exercise("describe")
 def test_runs_in_a_clean_environment(ext):
     """A plain Python with no environment at all (no LD_PRELOAD, no PYTHONPATH) imports the built
