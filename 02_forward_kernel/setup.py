@@ -7,6 +7,7 @@
 # them anyway; TORCH_CUDA_ARCH_LIST="9.0" names the GPU architectures to compile for.
 import glob
 import os
+import subprocess
 import sys
 
 import torch
@@ -37,6 +38,20 @@ if use_cuda:
 defines = ["-DWITH_CUDA"] if use_cuda else []  # the C++ side calls the CUDA kernels only then
 Extension = CUDAExtension if use_cuda else CppExtension
 
+
+def private_libstdcxx_flags():
+    """One C++ standard library per process. A compiler that has only a static libstdc++ (no
+    libstdc++.so) copies part of it into the extension, where it mixes with the libstdc++ torch
+    loaded and crashes at the first std::ostringstream: keep that copy private to the extension."""
+    try:
+        found = subprocess.run([os.environ.get("CXX") or "c++", "-print-file-name=libstdc++.so"],
+                               capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return []
+    static_only = found == "libstdc++.so"  # the bare name: this compiler has no libstdc++.so
+    return ["-static-libstdc++", "-Wl,--exclude-libs,ALL", "-Wl,-Bsymbolic"] if static_only and sys.platform.startswith("linux") else []
+
+
 setup(
     name="ch02-trilinear",
     version="0.1.0",
@@ -45,7 +60,7 @@ setup(
             NAME,
             sources,
             extra_compile_args={"cxx": CXX_FLAGS + defines, "nvcc": NVCC_FLAGS + defines},
-            extra_link_args=LD_FLAGS,
+            extra_link_args=LD_FLAGS + private_libstdcxx_flags(),
         )
     ],
     cmdclass={"build_ext": BuildExtension},

@@ -40,7 +40,7 @@ from coursekit import ROOT, build, chapters, toolkit
 
 PACKAGED = [c for c in chapters.existing() if c.number in {"01", "02", "03", "04", "05"}]
 DEFAULT = {"01", "05"}
-SETUP_PY_MAY_IMPORT = {"setuptools", "torch", "os", "sys", "glob", "pathlib"}
+SETUP_PY_MAY_IMPORT = {"subprocess", "setuptools", "torch", "os", "sys", "glob", "pathlib"}
 
 
 def _ids(chs):
@@ -62,7 +62,7 @@ def test_setup_py_imports_nothing_from_the_course(chapter):
     assert "--no-build-isolation" in (chapter.path / "pyproject.toml").read_text()
 
 
-def run_setup_py(chapter, monkeypatch, force_cuda: bool):
+def run_setup_py(chapter, monkeypatch, force_cuda: bool, cxx: str | None = None):
     """Execute the chapter's setup.py as pip would (in its folder), with setuptools.setup recording its
     arguments instead of building. Returns (setup.py's globals, the arguments given to setup)."""
     import setuptools
@@ -70,7 +70,10 @@ def run_setup_py(chapter, monkeypatch, force_cuda: bool):
     calls = []
     monkeypatch.setattr(setuptools, "setup", lambda **kwargs: calls.append(kwargs))
     monkeypatch.chdir(chapter.path)
-    monkeypatch.setattr(os, "environ", dict(os.environ, FORCE_CUDA="1" if force_cuda else "0"))  # kept here
+    env = dict(os.environ, FORCE_CUDA="1" if force_cuda else "0")
+    if cxx:
+        env["CXX"] = cxx
+    monkeypatch.setattr(os, "environ", env)  # kept here
     namespace = runpy.run_path(str(chapter.path / "setup.py"), run_name="__main__")
     assert len(calls) == 1, f"{chapter.dirname}/setup.py called setup() {len(calls)} times"
     return namespace, calls[0]
@@ -102,7 +105,22 @@ def test_setup_py_flags_match_the_course_build(chapter, force_cuda, monkeypatch)
         assert ext.extra_compile_args == {"cxx": build.CXX_FLAGS + defines, "nvcc": build.NVCC_FLAGS + defines}
     else:
         assert ext.extra_compile_args == build.CXX_FLAGS
-    assert ext.extra_link_args == build.LD_FLAGS
+    assert ext.extra_link_args == build.LD_FLAGS + toolkit.libstdcxx_link_flags()
+
+
+@pytest.mark.parametrize("chapter", PACKAGED, ids=_ids(PACKAGED))
+def test_setup_py_keeps_a_static_libstdcxx_private(chapter, monkeypatch, tmp_path):
+    """With a compiler that has only a static libstdc++, setup.py links as the course's build does."""
+    import stat
+
+    fake = tmp_path / "c++"
+    fake.write_text("#!/bin/sh\necho libstdc++.so\n")  # what such a compiler answers to -print-file-name
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    _, kwargs = run_setup_py(chapter, monkeypatch, False, cxx=str(fake))
+    (ext,) = kwargs["ext_modules"]
+    assert ext.extra_link_args == build.LD_FLAGS + toolkit.libstdcxx_link_flags(str(fake))
+    if sys.platform.startswith("linux"):
+        assert ext.extra_link_args[-len(toolkit.PRIVATE_LIBSTDCXX):] == toolkit.PRIVATE_LIBSTDCXX
 
 
 def test_setup_py_installs_the_python_layer(monkeypatch):
