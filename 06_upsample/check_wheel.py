@@ -4,7 +4,7 @@ module links to, the symbols it takes from torch, and the GPU code it carries.
     python check_wheel.py dist/ch06_upsample-0.2.0-cp39-abi3-linux_x86_64.whl
 
 Uses readelf and nm (binutils) and, for the GPU code, cuobjdump (CUDA toolkit:
-CUDA_HOME/bin, /usr/local/cuda/bin or PATH). Exits with status 1 when the module
+CUDA_HOME/bin, /usr/local/cuda/bin or PATH; else the copy Triton installs with torch). Exits with status 1 when the module
 needs a C++ symbol of libtorch (c10::, at::, torch::): such a library is tied to
 the torch it was built with, which is what the stable ABI avoids.
 """
@@ -30,10 +30,20 @@ def run(*cmd: str) -> str:
 
 
 def tool(name: str) -> str | None:
+    """A CUDA binary tool: from the toolkit, PATH, or the copy Triton ships with torch."""
+    import importlib.util
+
     for home in (os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
         if home and (Path(home) / "bin" / name).is_file():
             return str(Path(home) / "bin" / name)
-    return shutil.which(name)
+    if shutil.which(name):
+        return shutil.which(name)
+    triton = importlib.util.find_spec("triton")
+    if triton is not None and triton.origin:
+        bundled = Path(triton.origin).parent / "backends" / "nvidia" / "bin" / name
+        if bundled.is_file():
+            return str(bundled)
+    return None
 
 
 def main(wheel: str) -> int:
@@ -79,6 +89,8 @@ def main(wheel: str) -> int:
                       f"PTX for {', '.join(sorted(set(ptx))) or 'none'} (compiled by the driver for newer GPUs)")
             elif not cuda:
                 print("  GPU code: none (a CPU-only build)")
+            else:
+                print("  GPU code: not listed (no cuobjdump found: CUDA_HOME/bin, PATH, Triton's copy)")
     return status
 
 
