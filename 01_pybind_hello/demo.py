@@ -1,9 +1,11 @@
 """Chapter 01 demo: build the extension just in time and call it."""
 
+import sys
 from pathlib import Path
 
 import torch  # first: the extension links against libtorch, which importing torch loads
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python NN_chapter/demo.py` from anywhere: coursekit is in the course root
 from coursekit.build import build
 
 ext = build(Path(__file__).parent)  # JIT: torch.utils.cpp_extension.load under the hood

@@ -1,9 +1,11 @@
 """Chapter 02 demo: interpolate at a corner, at the centre, and at random points."""
 
+import sys
 from pathlib import Path
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python NN_chapter/demo.py` from anywhere: coursekit is in the course root
 from coursekit.build import build, describe
 
 ext = build(Path(__file__).parent)

@@ -1,9 +1,11 @@
 """Chapter 03 demo: check the kernels against the reference, then time them properly."""
 
+import sys
 from pathlib import Path
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python NN_chapter/demo.py` from anywhere: coursekit is in the course root
 from coursekit import timing
 from coursekit.build import build, describe, load_python
 from coursekit.testing import rel_error

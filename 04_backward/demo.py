@@ -1,9 +1,11 @@
 """Chapter 04 demo: the hand-written gradients against autograd of the PyTorch formula."""
 
+import sys
 from pathlib import Path
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python NN_chapter/demo.py` from anywhere: coursekit is in the course root
 from coursekit.build import build, describe, load_python
 
 HERE = Path(__file__).parent

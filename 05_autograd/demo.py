@@ -1,10 +1,12 @@
 """Chapter 05 demo: fit a FeatureGrid to a smooth 3D function with a few steps of Adam."""
 
 import math
+import sys
 from pathlib import Path
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python NN_chapter/demo.py` from anywhere: coursekit is in the course root
 from coursekit.build import build, describe, load_python
 
 here = Path(__file__).parent

@@ -1,10 +1,12 @@
 """Chapter 06 demo: one row of three pixels resized to five, in each convention."""
 
+import sys
 from pathlib import Path
 
 import torch  # first: the extension links against libtorch, which importing torch loads
 import torch.nn.functional as F
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python NN_chapter/demo.py` from anywhere: coursekit is in the course root
 from coursekit.build import describe, load_python
 
 HERE = Path(__file__).parent

@@ -105,3 +105,17 @@ def test_runs_in_a_clean_environment(ext):
     assert proc.returncode == 0, (f"chapter 01 in a clean environment exited with {proc.returncode} "
                                   f"(-11: a segmentation fault):\n{proc.stderr[-2000:]}")
     assert proc.stdout.strip() == "Tensor(Float, shape=(2, 3), device=cpu)"
+
+
+def test_demo_runs_in_a_clean_environment(tmp_path):
+    """`python 01_pybind_hello/demo.py`, from another folder, with no environment variables."""
+    import os
+    import subprocess
+    import sys
+
+    from coursekit import ROOT
+
+    proc = subprocess.run([sys.executable, str(ROOT / "01_pybind_hello" / "demo.py")], cwd=tmp_path,
+                          env={"PATH": os.defpath}, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, f"demo.py exited with {proc.returncode}:\n{proc.stdout[-1000:]}{proc.stderr[-2000:]}"
+    assert "describe: Tensor(Float, shape=(2, 3), device=cpu)" in proc.stdout
