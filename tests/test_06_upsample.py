@@ -811,6 +811,7 @@ def _so_path(ext) -> str:
     return getattr(ext, "_C", ext).__file__
 
 
+@pytest.mark.exercise("gather-backward")
 @pytest.mark.parametrize("shape, size", [((1, 1, 1, 16000), (16000, 1)), ((1, 1, 16000, 1), (1, 16000))],
                          ids=["one-row-to-16000-rows", "one-column-to-16000-columns"])
 def test_backward_long_ranges_cpu(up, ext, shape, size):
