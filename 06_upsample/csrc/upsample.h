@@ -94,18 +94,19 @@ struct Taps {
 // conversion: converting a floating-point value that int64_t cannot hold is
 // undefined behaviour in C++, and a tiny scale factor (1e-19 and below) makes
 // s that large. Clamped first, any s >= in - 1, infinity included, reads the
-// last pixel.
+// last pixel. A NaN s (only a broken coordinate function makes one) gets a
+// valid index and keeps l = NaN, so that the output shows it.
 template <typename T>
 C10_HOST_DEVICE inline Taps<T> source_taps(int64_t d, int64_t in, T ratio, Mode mode) {
   const T s = source_coordinate<T>(d, ratio, mode);
   const T last = static_cast<T>(in - 1);
   T f = std::floor(s);
-  f = f < last ? f : last;  // NaN also becomes `last`
+  f = f < last ? f : last;
   f = f > T(0) ? f : T(0);
   const int64_t i0 = static_cast<int64_t>(f);
   const int64_t i1 = i0 + 1 < in ? i0 + 1 : in - 1;
   const T l = s - f;
-  return {i0, i1, l < T(1) ? l : T(1)};
+  return {i0, i1, l > T(1) ? T(1) : l};
 }
 
 // One axis: the value at taps t of a line of samples (a row, or one column

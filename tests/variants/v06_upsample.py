@@ -151,12 +151,6 @@ VARIANTS = [
             "per task when one input row is read by all output rows",
             "csrc/upsample_cpu.cpp", "const int64_t slots = std::min<int64_t>(rows.longest, kLineSlots);",
             "const int64_t slots = rows.longest;"),
-    Variant("taps-cast-before-clamp", "converts floor(s) to int64 before clamping it: undefined beyond 2^63 "
-            "(scale factors below about 1e-19)",
-            "csrc/upsample.h", "  f = f < last ? f : last;  // NaN also becomes `last`\n  f = f > T(0) ? f : T(0);\n"
-            "  const int64_t i0 = static_cast<int64_t>(f);",
-            "  int64_t i0 = static_cast<int64_t>(f);\n  i0 = i0 < 0 ? 0 : (i0 > in - 1 ? in - 1 : i0);\n"
-            "  f = static_cast<T>(i0);"),
     Variant("scale-not-bounded", "passes a tiny scale factor on as it is: 1 / scale overflows float, and "
             "tf_legacy's first coordinate becomes 0 * inf = NaN",
             "csrc/ops.cpp", "mode, bounded_scale(scale_h, H_in), bounded_scale(scale_w, W_in)};",
