@@ -16,6 +16,8 @@
 # torch's own guess).
 import os
 import runpy
+import subprocess
+import sys
 
 from setuptools import setup
 from setuptools.command.build_py import build_py
@@ -38,6 +40,20 @@ if cuda and not torch.cuda.is_available() and not os.environ.get("TORCH_CUDA_ARC
 print(f"[ch06] building the {'CPU and CUDA' if cuda else 'CPU'} kernels"
       + (f" for TORCH_CUDA_ARCH_LIST={os.environ.get('TORCH_CUDA_ARCH_LIST', '(the visible GPU)')}" if cuda else ""))
 
+
+def private_libstdcxx_flags():
+    """One C++ standard library per process. A compiler that has only a static libstdc++ (no
+    libstdc++.so) copies part of it into the extension, where it mixes with the libstdc++ torch
+    loaded and crashes at the first std::ostringstream: keep that copy private to the extension."""
+    try:
+        found = subprocess.run([os.environ.get("CXX") or "c++", "-print-file-name=libstdc++.so"],
+                               capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return []
+    static_only = found == "libstdc++.so"  # the bare name: this compiler has no libstdc++.so
+    return ["-static-libstdc++", "-Wl,--exclude-libs,ALL", "-Wl,-Bsymbolic"] if static_only and sys.platform.startswith("linux") else []
+
+
 defines = ["-DWITH_CUDA"] if cuda else []
 sources = sorted(os.path.join("csrc", f) for f in os.listdir(os.path.join(HERE, "csrc")) if f.endswith(".cpp"))
 if cuda:
@@ -48,6 +64,7 @@ extension = (CUDAExtension if cuda else CppExtension)(
     include_dirs=[os.path.join(HERE, "csrc")],
     extra_compile_args={"cxx": ["-O3", *defines, *flags["CXX_FLAGS"]],
                         "nvcc": ["-O3", "-lineinfo", *defines, *flags["NVCC_FLAGS"]]},
+    extra_link_args=private_libstdcxx_flags(),
     py_limited_api=True,
 )
 
