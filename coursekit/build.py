@@ -194,6 +194,9 @@ def build(source: str | Path, *, cuda: bool | None = None, verbose: bool = False
 def load_python(source: str | Path, name: str) -> ModuleType:
     """Import `<source>/<name>.py` (after `build(source)`), without touching sys.path."""
     path = Path(source).resolve() / f"{name}.py"
+    loaded = sys.modules.get(name)
+    if loaded is not None and getattr(loaded, "__file__", None) and Path(loaded.__file__).resolve() == path:
+        return loaded  # once per process: its fake kernels and autograd formulas cannot be registered twice
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot import {path}")

@@ -90,8 +90,10 @@ def test_missing_ninja(clean_env, monkeypatch):
         build.build(Path(__file__).parents[1] / "01_pybind_hello", cuda=False)
 
 
-PARALLEL_CHAPTERS = [c for c in chapters.existing()
-                     if any("at::parallel_for" in p.read_text() for p in (c.path / "csrc").glob("*.cpp"))]
+# Chapters whose CPU kernels use at::parallel_for (chapter 06 uses the stable ABI's
+# torch::stable::parallel_for, which runs inside libtorch: no OpenMP in its own code).
+PARALLEL_CHAPTERS = [c for c in chapters.existing() if build.chapter_flags(c)[2]
+                     and any("at::parallel_for(" in p.read_text() for p in (c.path / "csrc").glob("*.cpp"))]
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux") or not torch.backends.openmp.is_available(),
