@@ -108,14 +108,16 @@ def test_runs_in_a_clean_environment(ext):
 
 
 def test_demo_runs_in_a_clean_environment(tmp_path):
-    """`python 01_pybind_hello/demo.py`, from another folder, with no environment variables."""
+    """`python 01_pybind_hello/demo.py`, from another folder, with nothing in the environment but the
+    machine's own PATH and compiler choice (CXX): no LD_PRELOAD, no PYTHONPATH."""
     import os
     import subprocess
     import sys
 
     from coursekit import ROOT
 
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "CXX", "CC", "CUDA_HOME")}
     proc = subprocess.run([sys.executable, str(ROOT / "01_pybind_hello" / "demo.py")], cwd=tmp_path,
-                          env={"PATH": os.defpath}, capture_output=True, text=True, timeout=600)
+                          env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, f"demo.py exited with {proc.returncode}:\n{proc.stdout[-1000:]}{proc.stderr[-2000:]}"
     assert "describe: Tensor(Float, shape=(2, 3), device=cpu)" in proc.stdout
