@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import argparse
 import time
+import sys
 from pathlib import Path
 from typing import Callable
 
 import torch
 import torch.nn.functional as Fn
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere: coursekit is in the course root
 from coursekit import ROOT, timing
 from coursekit.build import build, load_python
 from coursekit.testing import rel_error

@@ -16,10 +16,12 @@ takes long on a small machine and is not what this chapter measures.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere: coursekit is in the course root
 from coursekit import ROOT, timing
 from coursekit.build import build, describe, load_python
 
