@@ -148,11 +148,31 @@ class _UpsampleModel(torch.nn.Module):
         return self.up.upsample_bilinear(x * 0.5, scale_factor=2.0, mode="half_pixel") + 1.0
 
 
+def _aoti_compiler() -> str | None:
+    """The C++ compiler for AOTInductor's model library: like every extension, that library must share
+    the libstdc++ torch loaded (chapter 01, "import torch first"). Inductor takes $CXX; a compiler
+    with only a static libstdc++ would make the package crash as it loads, so take another one."""
+    import shutil
+
+    from coursekit import toolkit
+
+    configured = torch._inductor.config.cpp.cxx[1]
+    for cxx in (configured, "/usr/bin/g++", "/usr/bin/c++", "g++", "c++", "clang++"):
+        path = shutil.which(cxx)
+        if path and not toolkit.static_libstdcxx(path):
+            return path
+    return None
+
+
 def _export_and_run(model, args, tmp_path):
     """torch.export the model, find our op in the graph, compile it with AOTInductor, run the package."""
     program = torch.export.export(model, args)
     targets = {str(node.target) for node in program.graph.nodes if node.op == "call_function"}
-    package = torch._inductor.aoti_compile_and_package(program, package_path=str(tmp_path / "model.pt2"))
+    cxx = _aoti_compiler()
+    if cxx is None:
+        pytest.skip("every C++ compiler here has only a static libstdc++; AOTInductor's library would crash on load")
+    with torch._inductor.config.patch({"cpp.cxx": (None, cxx)}):
+        package = torch._inductor.aoti_compile_and_package(program, package_path=str(tmp_path / "model.pt2"))
     loaded = torch._inductor.aoti_load_package(package)
     return targets, loaded(*args)
 
