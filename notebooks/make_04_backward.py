@@ -103,21 +103,21 @@ writing into an existing tensor of that size and allocating one before writing i
             print(f"{doc['environment']['device_name']:28s} {r['name']:42s} {r['median_ms']:8.3f} ms")"""),
     new_markdown_cell("""## The points gradient: a fixed-order reduction against atomicAdd
 
-`points_grad_atomic` adds every (n, f) term into `grad_points[n]` with `atomicAdd`; the chapter's
-kernel sums the terms of a cube in registers, across a warp with shuffles and across warps in
-shared memory, and writes once. The last column counts how many of 9 reruns gave bit-identical
-results to the first (GPU only; where it shows "-", the run predates that count: the test
-`test_points_gradient_is_deterministic` checks the reduction's reruns instead)."""),
+`points_grad_atomic` runs the same backward kernel (same loads, same weights, same partial sums per
+thread) with another last step: every thread `atomicAdd`s its partial sum, or each warp reduces with
+shuffles and lane 0 adds once. The chapter's kernel reduces across the row in shared memory and
+writes once. The last column counts how many of 9 reruns gave bit-identical results to the first."""),
     new_code_cell("""if gpu:
-    print(f"{'version':36s} {'dtype':8s} {'ms':>8s} {'of floor':>9s} {'identical reruns':>17s}")
+    print(f"{'version':36s} {'dtype':8s} {'N, F':>12s} {'ms':>8s} {'of floor':>9s} {'identical reruns':>17s}")
     for r in gpu["records"]:
         if r.get("group") == "reduction":
-            print(f"{r['name']:36s} {r['dtype']:8s} {r['median_ms']:8.3f} {r['fraction_of_floor']:9.0%} "
+            size = f"{r.get('N', '?')}, {r.get('F', '?')}"
+            print(f"{r['name']:36s} {r['dtype']:8s} {size:>12s} {r['median_ms']:8.3f} {r['fraction_of_floor']:9.0%} "
                   f"{str(r.get('bitwise_identical_reruns', '-')):>13s} of 9")"""),
     new_markdown_cell("""## Against autograd of the PyTorch formula
 
-The same gradients from `torch.autograd.grad` of `04_backward/reference.py` (eight broadcasted
-products and sums), eager and through `torch.compile`, float32. *forward+backward* runs the op and
+The same gradients from `torch.autograd.grad` of `04_backward/reference.py` (chapter 03's
+formulation: the (N, 8) corner weights, then one weighted sum), eager and through `torch.compile`, float32. *forward+backward* runs the op and
 both gradients; *backward* keeps one forward graph and times the backward pass alone."""),
     new_code_cell("""def plot_vs_autograd(doc, ax):
     env = doc["environment"]
