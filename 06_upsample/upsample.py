@@ -168,6 +168,20 @@ def _alert_not_deterministic(caller: str) -> None:
         raise RuntimeError(message)
 
 
+def _launch(kernel, *args):
+    """Run a kernel op; a GPU the library has no code for gets the fix, not CUDA's bare message."""
+    try:
+        return kernel(*args)
+    except RuntimeError as e:
+        if "no kernel image is available" not in str(e):
+            raise
+        major, minor = torch.cuda.get_device_capability()
+        raise RuntimeError(
+            f"this build of ch06 has no GPU code for this GPU (compute capability {major}.{minor}). "
+            f"Rebuild or reinstall it with TORCH_CUDA_ARCH_LIST=\"{major}.{minor}\" (or \"9.0+PTX\" and newer "
+            f"entries for several GPUs); 06_upsample/check_wheel.py lists what a wheel contains.") from e
+
+
 # The public operators: checks, then the kernels.
 
 
@@ -175,7 +189,7 @@ def _alert_not_deterministic(caller: str) -> None:
 def _forward_impl(x, size, mode, scale_h=None, scale_w=None, backward="gather"):
     _check_forward(x, size, mode, scale_h, scale_w, backward)
     _check_device("upsample_bilinear2d", "x", x)
-    return _forward_kernel(x, size, mode, scale_h, scale_w)
+    return _launch(_forward_kernel, x, size, mode, scale_h, scale_w)
 
 
 @torch.library.impl("ch06::upsample_bilinear2d_backward", "default")
@@ -184,7 +198,7 @@ def _backward_impl(grad_out, input_size, mode, method, scale_h=None, scale_w=Non
     _check_device("upsample_bilinear2d_backward", "grad_out", grad_out)
     if method == "scatter" and grad_out.is_cuda:  # on the CPU, both methods run the gather kernel
         _alert_not_deterministic('upsample_bilinear2d_backward (backward="scatter", CUDA)')
-    return _backward_kernel(grad_out, input_size, mode, method, scale_h, scale_w)
+    return _launch(_backward_kernel, grad_out, input_size, mode, method, scale_h, scale_w)
 
 
 @torch.library.register_fake("ch06::upsample_bilinear2d")

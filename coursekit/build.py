@@ -186,9 +186,28 @@ def build(source: str | Path, *, cuda: bool | None = None, verbose: bool = False
         if "Error building extension" in text or "error" in text.lower():
             raise BuildError(f"building {src} failed:\n{_trim_compiler_output(text)}") from None
         raise
+    if cuda:
+        _check_gpu_code(Path(module.__file__))
     module.__course_build__ = {"cuda": cuda, "source": str(src), "build_dir": str(out)}
     sys.modules[chapter.module] = module
     return module
+
+
+def _check_gpu_code(library: Path) -> None:
+    """Refuse, with the fix, a CUDA build that has no code for the visible GPU (TORCH_CUDA_ARCH_LIST
+    set for another GPU), instead of "no kernel image is available" at the first launch."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return
+    archs = toolkit.gpu_archs(library)
+    capability = torch.cuda.get_device_capability()
+    if archs and not toolkit.covers(archs, capability):
+        cc = f"{capability[0]}.{capability[1]}"
+        raise toolkit.SetupError(
+            f"{library.name} was built for {', '.join(archs)}; this GPU is compute capability {cc}, so every "
+            f"kernel launch would fail with \"no kernel image is available\".\n"
+            f"  fix: TORCH_CUDA_ARCH_LIST=\"{cc}\" (or unset it: the build then targets the visible GPU)")
 
 
 def load_python(source: str | Path, name: str) -> ModuleType:

@@ -1048,3 +1048,14 @@ def test_setup_py_build(tmp_path, chapter_source):
             "print(torch.ops.ch06.upsample_bilinear2d(x, [1, 5], 'tf_legacy').flatten().tolist())")
     out = install_and_run(chapter_source, tmp_path, code)
     assert [round(v, 4) for v in json.loads(out)] == [0.0, 0.6, 1.2, 1.8, 2.0]
+
+
+def test_a_gpu_the_build_does_not_cover_gets_the_fix(up, monkeypatch):
+    """CUDA's "no kernel image is available" becomes a message that names TORCH_CUDA_ARCH_LIST."""
+    def no_image(*args):
+        raise RuntimeError("CUDA error: no kernel image is available for execution on the device")
+
+    monkeypatch.setattr(up, "_forward_kernel", no_image)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (12, 0))
+    with pytest.raises(RuntimeError, match=r'TORCH_CUDA_ARCH_LIST="12.0"'):
+        up._launch(up._forward_kernel, torch.zeros(1, 1, 2, 2), [4, 4], "half_pixel", None, None)

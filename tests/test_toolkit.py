@@ -170,3 +170,14 @@ def test_the_torch_floor_is_one_number():
     assert f"torch>={floor}" in (Path(__file__).parents[1] / "requirements.txt").read_text()
     assert toolkit.torch_too_old("2.9.1+cu128") and not toolkit.torch_too_old(f"{floor}.0")
     assert not toolkit.torch_too_old(torch.__version__), f"torch {torch.__version__} is below the floor {floor}"
+
+
+def test_a_build_without_code_for_the_visible_gpu_is_refused_with_the_fix(tmp_path, monkeypatch):
+    lib = tmp_path / "ext.so"
+    lib.write_bytes(_fatbin((2, 90)))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (12, 0))
+    with pytest.raises(toolkit.SetupError, match=r'TORCH_CUDA_ARCH_LIST="12.0"'):
+        build._check_gpu_code(lib)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
+    build._check_gpu_code(lib)  # covered: no error
