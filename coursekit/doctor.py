@@ -107,7 +107,7 @@ def run_doctor() -> int:
     capability = torch.cuda.get_device_capability() if torch.cuda.is_available() else None
     for chapter in chapters.existing():
         built = sorted(build.build_dir(chapter.path, True).glob("*.so"))
-        if not built:
+        if not built or not any((chapter.path / "csrc").glob("*.cu")):
             continue
         archs = toolkit.gpu_archs(built[0])
         row(f"GPU code, chapter {chapter.number}", ", ".join(archs) or "none")
