@@ -5,10 +5,14 @@ from pathlib import Path
 
 import torch  # first: the extension links against libtorch, which importing torch loads
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python NN_chapter/demo.py` from anywhere: coursekit is in the course root
-from coursekit.build import build
-
-ext = build(Path(__file__).parent)  # JIT: torch.utils.cpp_extension.load under the hood
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # `python 01_pybind_hello/demo.py` from anywhere: coursekit is in the course root
+try:
+    from coursekit.build import build
+except ImportError:  # this folder copied out of the course and installed with pip (see setup.py)
+    import ch01_hello as ext
+else:
+    ext = build(HERE)  # JIT: torch.utils.cpp_extension.load under the hood
 print("module file:", ext.__file__)
 
 x = torch.arange(6, dtype=torch.float32).reshape(2, 3)

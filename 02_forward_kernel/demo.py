@@ -5,11 +5,16 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python NN_chapter/demo.py` from anywhere: coursekit is in the course root
-from coursekit.build import build, describe
-
-ext = build(Path(__file__).parent)
-device = "cuda" if describe(ext) == "CPU+CUDA" else "cpu"
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # `python 02_forward_kernel/demo.py` from anywhere: coursekit is in the course root
+try:
+    from coursekit.build import build, describe
+except ImportError:  # this folder copied out of the course and installed with pip (see setup.py)
+    import ch02_trilinear as ext
+    device = "cuda" if torch.cuda.is_available() else "cpu"  # setup.py builds the CUDA kernels when a GPU is visible
+else:
+    ext = build(HERE)
+    device = "cuda" if describe(ext) == "CPU+CUDA" else "cpu"
 
 feats = torch.arange(8.0).reshape(1, 8, 1).repeat(1, 1, 2)  # corner k holds the value k
 corner = torch.tensor([[1.0, -1.0, 1.0]])  # offsets (1, 0, 1): corner 4 + 0 + 1 = 5

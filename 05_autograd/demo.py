@@ -6,14 +6,11 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python NN_chapter/demo.py` from anywhere: coursekit is in the course root
-from coursekit.build import build, describe, load_python
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent)]  # the Python layer beside this file; coursekit in the course root
+from module import FeatureGrid  # noqa: E402  (builds csrc/ through coursekit in the course, else imports ch05_trilinear)
 
-here = Path(__file__).parent
-ext = build(here)
-FeatureGrid = load_python(here, "module").FeatureGrid
-
-device = "cuda" if describe(ext) == "CPU+CUDA" and torch.cuda.is_available() else "cpu"
+device = "cuda" if torch.cuda.is_available() and torch.ops.ch05.trilinear.default.has_kernel_for_dispatch_key("CUDA") else "cpu"
 torch.manual_seed(0)
 
 

@@ -6,13 +6,19 @@ from pathlib import Path
 import torch  # first: the extension links against libtorch, which importing torch loads
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python NN_chapter/demo.py` from anywhere: coursekit is in the course root
-from coursekit.build import describe, load_python
-
-HERE = Path(__file__).parent
-up = load_python(HERE, "upsample")  # builds csrc/ (JIT) and registers torch.ops.ch06.*
-import ch06_upsample  # noqa: E402  (loaded by the line above)
-print(f"built: {describe(ch06_upsample)}")
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # `python 06_upsample/demo.py` from anywhere: coursekit is in the course root
+try:
+    from coursekit.build import describe, load_python
+except ImportError:  # this folder copied out and installed with pip (a wheel, see setup.py): the package
+    # the package's sources in ch06_upsample/ beside this file would shadow the installed package
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
+    import ch06_upsample as up
+    print(f"built: installed, {'CPU+CUDA' if up.WITH_CUDA else 'CPU'}")
+else:
+    up = load_python(HERE, "upsample")  # builds csrc/ (JIT) and registers torch.ops.ch06.*
+    import ch06_upsample  # (loaded by the line above)
+    print(f"built: {describe(ch06_upsample)}")
 
 x = torch.tensor([[[[10.0, 20.0, 40.0]]]])  # (N, C, H, W) = (1, 1, 1, 3)
 for mode in up.MODES:

@@ -292,3 +292,6 @@ def test_installs_outside_the_course(chapter, tmp_path):
         out = run(["-c", code], cwd)
         assert out.returncode == 0 and out.stdout.strip().endswith("ok"), (
             f"the installed {chapter.dirname}, run from {cwd}:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
+    # and the chapter's demo, as `python demo.py` in the copy: it finds no coursekit and uses the installed module
+    demo = run([str(copy / "demo.py")], copy, timeout=600)
+    assert demo.returncode == 0, f"demo.py of the installed {chapter.dirname}:\n{demo.stdout[-3000:]}\n{demo.stderr[-3000:]}"
