@@ -200,14 +200,9 @@ def _check_gpu_code(library: Path) -> None:
 
     if not torch.cuda.is_available():
         return
-    archs = toolkit.gpu_archs(library)
-    capability = torch.cuda.get_device_capability()
-    if archs and not toolkit.covers(archs, capability):
-        cc = f"{capability[0]}.{capability[1]}"
-        raise toolkit.SetupError(
-            f"{library.name} was built for {', '.join(archs)}; this GPU is compute capability {cc}, so every "
-            f"kernel launch would fail with \"no kernel image is available\".\n"
-            f"  fix: TORCH_CUDA_ARCH_LIST=\"{cc}\" (or unset it: the build then targets the visible GPU)")
+    problem = toolkit.uncovered_gpu(toolkit.gpu_archs(library), torch.cuda.get_device_capability())
+    if problem:
+        raise toolkit.SetupError(f"{library.name} was {problem}")
 
 
 def load_python(source: str | Path, name: str) -> ModuleType:

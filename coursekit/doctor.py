@@ -111,11 +111,9 @@ def run_doctor() -> int:
             continue
         archs = toolkit.gpu_archs(built[0])
         row(f"GPU code, chapter {chapter.number}", ", ".join(archs) or "none")
-        if capability and archs and not toolkit.covers(archs, capability):
-            cc = f"{capability[0]}.{capability[1]}"
-            problems.append(f"{chapter.dirname} was built for {', '.join(archs)}; this GPU is compute capability {cc}, "
-                            f"so its kernels would fail with \"no kernel image is available\".\n"
-                            f"  fix: rebuild with TORCH_CUDA_ARCH_LIST=\"{cc}\" (or unset it to build for the visible GPU)")
+        problem = toolkit.uncovered_gpu(archs, capability) if capability else None
+        if problem:
+            problems.append(f"{chapter.dirname} was {problem}")
 
     for n in notes:
         print(f"  note: {n}")

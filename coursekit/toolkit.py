@@ -17,6 +17,7 @@ The rules (the same ones torchvision, pytorch3d and mmcv follow):
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
@@ -211,7 +212,12 @@ PRIVATE_LIBSTDCXX = ["-static-libstdc++", "-Wl,--exclude-libs,ALL", "-Wl,-Bsymbo
 
 def static_libstdcxx(cxx: str | None = None) -> bool:
     """Does this C++ compiler link libstdc++ statically (it has no libstdc++.so)?"""
-    cxx = cxx or os.environ.get("CXX") or "c++"
+    return _prints_bare_libstdcxx(cxx or os.environ.get("CXX") or "c++")
+
+
+@functools.lru_cache(maxsize=None)
+def _prints_bare_libstdcxx(cxx: str) -> bool:
+    """Asked once per compiler and process (every build asks)."""
     try:
         found = subprocess.run([cxx, "-print-file-name=libstdc++.so"], capture_output=True, text=True,
                                timeout=30).stdout.strip()
@@ -257,6 +263,17 @@ def gpu_archs(binary: str | Path) -> list[str]:
             entry += entry_header + payload
         start = data.find(struct.pack("<I", _FATBIN_MAGIC), max(end, start + 4))
     return sorted(found, key=lambda a: (int(a.split("_")[1]), a))
+
+
+def uncovered_gpu(archs: list[str], capability: tuple[int, int]) -> str | None:
+    """What is wrong, with the fix, when a build with these architectures cannot run on a GPU of this
+    compute capability ("built for ...; this GPU is ..."); None when it can (or nothing was found)."""
+    if not archs or covers(archs, capability):
+        return None
+    cc = f"{capability[0]}.{capability[1]}"
+    return (f"built for {', '.join(archs)}; this GPU is compute capability {cc}, so every kernel launch would "
+            f"fail with \"no kernel image is available\".\n"
+            f"  fix: TORCH_CUDA_ARCH_LIST=\"{cc}\" (or unset it: the build then targets the visible GPU)")
 
 
 def covers(archs: list[str], capability: tuple[int, int]) -> bool:
