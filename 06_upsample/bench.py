@@ -1,14 +1,20 @@
-"""Chapter 06 benchmark: our resize against F.interpolate, forward and backward.
+"""Chapter 06 benchmark: our resize against PyTorch's, forward and backward, in one run.
 
     python 06_upsample/bench.py                 # GPU if there is one, else CPU
-    python 06_upsample/bench.py --device cpu [--threads 1]
+    python 06_upsample/bench.py --device cpu [--threads 2]
     python 06_upsample/bench.py --quick --out /tmp/x.json   # tiny sizes: checks the pipeline
 
-Writes results/06_upsample_<cuda|cpu>.json (coursekit.timing.save: each row has
-the median time, the interquartile range, the bytes a kernel must move at least
-and the fraction of the bandwidth floor, measured with a large copy in the same
-run). Timing is coursekit.timing.bench: warm-up, synchronisation,
-torch.utils.benchmark's blocked_autorange, median per call.
+For every case (shape, factor, dtype, memory layout) it times, in the same process:
+  forward   ours; F.interpolate; torch.compile(F.interpolate)
+  backward  our gather; our scatter (GPU); PyTorch's backward (aten.upsample_bilinear2d_backward,
+            atomics on a GPU); on the first cases also PyTorch's backward under
+            torch.use_deterministic_algorithms(True)
+with the input in the case's layout (NCHW, or channels_last) for every contender.
+
+Writes results/06_upsample_<cuda|cpu>.json (coursekit.timing.save: each row has the median
+time, the interquartile range, the bytes a kernel must move at least and the fraction of the
+bandwidth floor, measured with a large copy in the same run). Timing is coursekit.timing.bench:
+warm-up, synchronisation, torch.utils.benchmark's blocked_autorange, median per call.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import sys
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # coursekit, when run as a script from anywhere
@@ -25,59 +32,80 @@ sys.path.insert(0, str(HERE.parent))  # coursekit, when run as a script from any
 from coursekit import timing  # noqa: E402
 from coursekit.build import load_python  # noqa: E402
 
-# (N, C, H, W), integer factor. The GPU shapes are the ones the README quotes.
-SHAPES = {
-    "cuda": [((8, 64, 256, 256), 2), ((16, 256, 64, 64), 4)],
-    "cpu": [((2, 16, 128, 128), 2), ((4, 64, 32, 32), 4)],
-    "quick": [((1, 4, 16, 16), 2), ((2, 8, 8, 8), 4)],
+F32, BF16, F16 = torch.float32, torch.bfloat16, torch.float16
+NCHW, NHWC = "nchw", "channels_last"
+# (N, C, H, W), factor, dtype, layout. The GPU cases: feature maps at x2 and x4, an RGB
+# 1080p image (3 channels: few planes, long rows), half precision, a downsampling, channels_last.
+CASES = {
+    "cuda": [((8, 64, 256, 256), 2, F32, NCHW), ((16, 256, 64, 64), 4, F32, NCHW),
+             ((1, 3, 1080, 1920), 2, F32, NCHW), ((8, 64, 256, 256), 2, BF16, NCHW),
+             ((8, 64, 256, 256), 2, F16, NCHW), ((8, 64, 256, 256), 0.5, F32, NCHW),
+             ((8, 64, 256, 256), 2, F32, NHWC), ((8, 64, 256, 256), 2, BF16, NHWC),
+             ((1, 3, 1080, 1920), 2, F32, NHWC)],
+    "cpu": [((2, 16, 128, 128), 2, F32, NCHW), ((4, 64, 32, 32), 4, F32, NCHW), ((1, 3, 270, 480), 2, F32, NCHW),
+            ((2, 16, 128, 128), 2, BF16, NCHW), ((2, 16, 128, 128), 0.5, F32, NCHW),
+            ((2, 16, 128, 128), 2, F32, NHWC)],
+    "quick": [((1, 4, 16, 16), 2, F32, NCHW), ((2, 8, 8, 8), 4, F32, NHWC), ((1, 3, 8, 8), 0.5, BF16, NCHW)],
 }
-TORCH_ALIGN = {"half_pixel": False, "align_corners": True}  # modes F.interpolate has
+MODES = ("half_pixel", "align_corners", "tf_legacy")  # all three on the first case, half_pixel after
+TORCH_ALIGN = {"half_pixel": False, "align_corners": True}  # the modes F.interpolate has
+DETERMINISTIC_CASES = 1  # PyTorch's deterministic backward is slow: timed on the first case only
 
 
-def run(device: str, quick: bool) -> tuple[list[dict], float]:
-    up = load_python(HERE, "upsample")
+def _layout(t: torch.Tensor, layout: str) -> torch.Tensor:
+    return t.contiguous(memory_format=torch.channels_last) if layout == NHWC else t.contiguous()
+
+
+def run(device: str, quick: bool, compile_peer: bool = True) -> tuple[list[dict], float]:
+    load_python(HERE, "upsample")  # registers torch.ops.ch06
+    ours_fw, ours_bw = torch.ops.ch06.upsample_bilinear2d, torch.ops.ch06.upsample_bilinear2d_backward
     aten_backward = torch.ops.aten.upsample_bilinear2d_backward
-    min_time = 0.05 if quick else 0.5
+    min_time = 0.05 if quick else 0.3
     bandwidth = timing.copy_bandwidth(device, nbytes=(1 << 22) if quick else None)
-    print(f"copy bandwidth on {device}: {bandwidth / 1e9:.0f} GB/s")
+    print(f"copy bandwidth on {device}: {bandwidth / 1e9:.0f} GB/s, torch {torch.__version__}, "
+          f"{torch.get_num_threads()} CPU threads")
     records = []
-    for shape, factor in SHAPES["quick" if quick else device]:
+    cases = CASES["quick" if quick else device]
+    for index, (shape, factor, dtype, layout) in enumerate(cases):
         torch.manual_seed(0)
-        x = torch.randn(shape, device=device)
-        size = (shape[2] * factor, shape[3] * factor)
-        grad_out = torch.randn(shape[:2] + size, device=device)
-        out_bytes = timing.nbytes(grad_out)  # output of the forward = grad_out of the backward
-        moved = timing.nbytes(x) + out_bytes  # read one, write the other: the least any kernel moves
-        common = dict(shape=list(shape), factor=factor, out_shape=list(grad_out.shape), dtype="float32")
+        size = [int(shape[2] * factor), int(shape[3] * factor)]
+        x = _layout(torch.randn(shape, device=device, dtype=dtype), layout)
+        grad_out = _layout(torch.randn(shape[:2] + tuple(size), device=device, dtype=dtype), layout)
+        moved = timing.nbytes(x) + timing.nbytes(grad_out)  # read one, write the other: the least any kernel moves
+        common = dict(shape=list(shape), factor=factor, out_shape=list(grad_out.shape),
+                      dtype=str(dtype).replace("torch.", ""), layout=layout)
 
-        def add(name, fn, **fields):
-            t = timing.bench(fn, device, min_run_time=min_time)
-            row = timing.record(name, t, moved, bandwidth, **common, **fields)
+        def add(name, fn, mode, min_run_time=min_time):
+            t = timing.bench(fn, device, min_run_time=min_run_time)
+            row = timing.record(name, t, moved, bandwidth, **common, mode=mode)
             records.append(row)
-            print(f"{name:28s} {str(shape):20s} x{factor} {fields.get('mode', ''):14s} "
-                  f"{t.median_ms:8.3f} ms  {row['fraction_of_floor']:5.2f} of floor")
-            return t
+            print(f"{name:32s} {str(shape):20s} x{factor:<3} {common['dtype']:9s} {layout:13s} {mode:13s} "
+                  f"{t.median_ms:8.3f} ms  {row['fraction_of_floor']:5.0%} of floor", flush=True)
 
-        for mode in ("half_pixel", "align_corners", "tf_legacy"):
-            ours = add("forward ours", lambda: torch.ops.ch06.upsample_bilinear2d(x, list(size), mode), mode=mode)
-            gather = add("backward gather", lambda: torch.ops.ch06.upsample_bilinear2d_backward(
-                grad_out, list(shape[2:]), mode, "gather"), mode=mode)
-            scatter = None
+        for mode in MODES if index == 0 else MODES[:1]:
+            add("forward ours", lambda: ours_fw(x, size, mode), mode)
+            add("backward gather", lambda: ours_bw(grad_out, list(shape[2:]), mode, "gather"), mode)
             if device == "cuda":  # on the CPU both names run the same gather kernel
-                scatter = add("backward scatter", lambda: torch.ops.ch06.upsample_bilinear2d_backward(
-                    grad_out, list(shape[2:]), mode, "scatter"), mode=mode)
-            if mode in TORCH_ALIGN:
-                ac = TORCH_ALIGN[mode]
-                ref_f = add("forward F.interpolate", lambda: torch.nn.functional.interpolate(
-                    x, size=size, mode="bilinear", align_corners=ac), mode=mode)
-                ref_b = add("backward F.interpolate", lambda: aten_backward(
-                    grad_out, list(size), list(shape), ac, None, None), mode=mode)
-                records[-1]["speedup_gather"] = ref_b.median_ms / gather.median_ms
-                records[-1]["speedup_forward"] = ref_f.median_ms / ours.median_ms
-                if scatter is not None:
-                    records[-1]["speedup_scatter"] = ref_b.median_ms / scatter.median_ms
-                print(f"  speed-up vs PyTorch: forward {ref_f.median_ms / ours.median_ms:.2f}x, "
-                      f"backward gather {ref_b.median_ms / gather.median_ms:.2f}x")
+                add("backward scatter", lambda: ours_bw(grad_out, list(shape[2:]), mode, "scatter"), mode)
+            if mode not in TORCH_ALIGN:
+                continue
+            ac = TORCH_ALIGN[mode]
+
+            def interpolate(t, ac=ac):
+                return F.interpolate(t, size=size, mode="bilinear", align_corners=ac)
+
+            add("forward F.interpolate", lambda: interpolate(x), mode)
+            if compile_peer:
+                compiled = torch.compile(interpolate, dynamic=False)
+                add("forward torch.compile", lambda: compiled(x), mode)
+            add("backward F.interpolate", lambda: aten_backward(grad_out, size, list(shape), ac, None, None), mode)
+            if index < DETERMINISTIC_CASES and mode == "half_pixel":
+                torch.use_deterministic_algorithms(True)
+                try:
+                    add("backward F.interpolate deterministic",
+                        lambda: aten_backward(grad_out, size, list(shape), ac, None, None), mode, min_run_time=0.1)
+                finally:
+                    torch.use_deterministic_algorithms(False)
     return records, bandwidth
 
 
@@ -85,15 +113,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--quick", action="store_true", help="tiny sizes, short timings: checks that it runs")
+    parser.add_argument("--no-compile", action="store_true", help="leave out the torch.compile peer (it needs a "
+                        "working compiler for Inductor's generated code)")
     parser.add_argument("--out", type=Path, default=None, help="default: results/06_upsample_<device>.json")
     parser.add_argument("--threads", type=int, default=None,
-                        help="CPU threads for both sides (torch.set_num_threads); default: torch's default")
+                        help="CPU threads for every contender (torch.set_num_threads); default: torch's default")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     out = args.out or HERE.parent / "results" / f"06_upsample_{args.device}.json"
-    records, bandwidth = run(args.device, args.quick)
-    path = timing.save(out, records, args.device, extra={"quick": args.quick, "copy_bandwidth_GBps": bandwidth / 1e9})
+    records, bandwidth = run(args.device, args.quick, compile_peer=not args.no_compile)
+    path = timing.save(out, records, args.device, extra={"quick": args.quick, "copy_bandwidth_GBps": bandwidth / 1e9,
+                                                         "threads": torch.get_num_threads()})
     print(f"wrote {path}")
 
 

@@ -201,16 +201,34 @@ def _backward_impl(grad_out, input_size, mode, method, scale_h=None, scale_w=Non
     return _launch(_backward_kernel, grad_out, input_size, mode, method, scale_h, scale_w)
 
 
+def _memory_format(t: torch.Tensor) -> torch.memory_format:
+    """The layout of the result: PyTorch's rule (suggest_memory_format), as ops.cpp's
+    channels_last_like applies it. Channels-last when t's strides order the axes C, W,
+    H, N from the innermost out; ties (size-1 axes) go to NCHW."""
+    if t.stride(1) == 0:
+        return torch.contiguous_format
+    least = 0
+    for d in (1, 3, 2, 0):
+        if t.shape[d] == 0 or t.stride(d) < least or (d == 0 and least == t.stride(1)):
+            return torch.contiguous_format
+        least = t.stride(d) * (t.shape[d] if t.shape[d] > 1 else 1)
+    return torch.channels_last
+
+
+def _new_empty(like: torch.Tensor, shape) -> torch.Tensor:
+    return torch.empty(shape, dtype=like.dtype, device=like.device, memory_format=_memory_format(like))
+
+
 @torch.library.register_fake("ch06::upsample_bilinear2d")
 def _forward_fake(x, size, mode, scale_h=None, scale_w=None, backward="gather"):
     _check_forward(x, size, mode, scale_h, scale_w, backward)
-    return x.new_empty((x.shape[0], x.shape[1], size[0], size[1]))
+    return _new_empty(x, (x.shape[0], x.shape[1], size[0], size[1]))
 
 
 @torch.library.register_fake("ch06::upsample_bilinear2d_backward")
 def _backward_fake(grad_out, input_size, mode, method, scale_h=None, scale_w=None):
     _check_backward(grad_out, input_size, mode, method, scale_h, scale_w)
-    return grad_out.new_empty((grad_out.shape[0], grad_out.shape[1], input_size[0], input_size[1]))
+    return _new_empty(grad_out, (grad_out.shape[0], grad_out.shape[1], input_size[0], input_size[1]))
 
 
 # The kernel operators are called only by the implementations above (where the

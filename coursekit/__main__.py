@@ -78,19 +78,24 @@ def cmd_selfcheck(args) -> int:
 
     # Largest chapters first, so that the last part to finish is a short one.
     parts = sorted(chapters.existing(), key=lambda c: -len(variants(c)))
-    jobs = [("grading", ["tests/test_grading.py"])]  # not budgeted: first, so that it ends in time
-    jobs += [(c.dirname, ["tests/test_graders.py", "-k", f"{c.number}-"]) for c in parts]
+    jobs = [("grading", ["tests/test_grading.py"], {})]  # not budgeted: first, so that it ends in time
+    # COURSE_SELFCHECK_SHARDS=K splits each chapter's variants into K parts run side by side
+    # (each in its own folder): for a machine with many cores.
+    shards = max(1, int(os.environ.get("COURSE_SELFCHECK_SHARDS") or 1))
+    jobs += [(c.dirname + (f" part {i + 1}/{shards}" if shards > 1 else ""),
+              ["tests/test_graders.py", "-k", f"{c.number}-"], {"COURSE_SELFCHECK_SHARD": f"{i}/{shards}"})
+             for c in parts for i in range(shards)]
     budget = float(os.environ.get("COURSE_SELFCHECK_BUDGET") or 0)
     if budget and not os.environ.get("COURSE_SELFCHECK_DEADLINE"):
         os.environ["COURSE_SELFCHECK_DEADLINE"] = str(time.time() + budget)  # one deadline for every part
-    workers = max(2, (os.cpu_count() or 2) // 3)
+    workers = int(os.environ.get("COURSE_SELFCHECK_WORKERS") or 0) or max(2, (os.cpu_count() or 2) // 3)
     print(f"[course] grader self-check: {len(jobs)} parts, {workers} at a time", flush=True)
 
     def run(job):
-        name, argv = job
+        name, argv, env = job
         t0 = time.time()
         proc = subprocess.run([sys.executable, "-m", "pytest", "-m", "graders", "-q", "-ra", "-p", "no:cacheprovider",
-                               *argv], cwd=ROOT, capture_output=True, text=True)
+                               *argv], cwd=ROOT, capture_output=True, text=True, env={**os.environ, **env})
         return name, proc, time.time() - t0
 
     totals = {"passed": 0, "failed": 0, "skipped": 0, "error": 0}

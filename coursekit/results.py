@@ -27,11 +27,12 @@ SPECS = [
      {"eager": "eager forward+backward", "torch.compile": "torch.compile forward+backward"}),
     ("GELU forward", "04_backward", "gelu forward (ours)", {"torch": "gelu forward (F.gelu)"}),
     ("GELU backward", "04_backward", "gelu backward (ours)", {"torch": "gelu backward (aten)"}),
-    ("upsample forward", "06_upsample", "forward ours", {"torch": "forward F.interpolate"}),
+    ("upsample forward", "06_upsample", "forward ours",
+     {"torch.compile": "forward torch.compile", "torch": "forward F.interpolate"}),
     ("upsample backward (gather)", "06_upsample", "backward gather", {"torch": "backward F.interpolate"}),
     ("upsample backward (scatter)", "06_upsample", "backward scatter", {"torch": "backward F.interpolate"}),
 ]
-SIZE_KEYS = ("N", "F", "numel", "shape", "factor", "mode", "dtype")
+SIZE_KEYS = ("N", "F", "numel", "shape", "factor", "mode", "dtype", "layout")
 
 
 def _key(row: dict) -> tuple:
@@ -46,9 +47,18 @@ def _sizes(row: dict) -> str:
         parts.append(f"{row['numel']:,} elements")
     if "shape" in row:
         parts.append("×".join(map(str, row["shape"])) + (f", ×{row['factor']}" if "factor" in row else ""))
+    if row.get("layout") == "channels_last":
+        parts.append("channels_last")
     if "mode" in row:
         parts.append(row["mode"])
+    if row.get("dtype", "float32") != "float32":
+        parts.append(row["dtype"])
     return ", ".join(parts)
+
+
+def _group(row: dict) -> tuple:
+    return (row.get("N"), row.get("F"), json.dumps(row.get("shape")), json.dumps(row.get("factor")), row.get("mode"),
+            row.get("dtype", "float32"), row.get("layout"))
 
 
 def _device(env: dict) -> str:
@@ -63,19 +73,21 @@ def rows(results: Path = ROOT / "results") -> list[list[str]]:
             if not path.is_file():
                 continue
             doc = json.loads(path.read_text())
-            records = [r for r in doc["records"] if r.get("dtype", "float32") == "float32" and "median_ms" in r]
+            # float32, except where a chapter measures other dtypes on purpose (06: bfloat16, float16)
+            records = [r for r in doc["records"] if "median_ms" in r
+                       and (r.get("dtype", "float32") == "float32" or chapter == "06_upsample")]
             by_key: dict[tuple, dict[str, dict]] = {}
             for r in records:
                 by_key.setdefault(_key(r), {}).setdefault(r["name"], r)
             # rows measured in another group (e.g. eager autograd) share N and F but not the group
             by_size = {}
             for r in records:
-                by_size.setdefault((r.get("N"), r.get("F"), json.dumps(r.get("shape")), r.get("mode")), {}).setdefault(r["name"], r)
+                by_size.setdefault(_group(r), {}).setdefault(r["name"], r)
             for key, named in by_key.items():
                 if ours not in named or (label.endswith("(scatter)") and named[ours].get("mode") != "half_pixel"):
                     continue  # scatter: one mode is enough to show it
                 r = named[ours]
-                peers = by_size.get((r.get("N"), r.get("F"), json.dumps(r.get("shape")), r.get("mode")), {})
+                peers = by_size.get(_group(r), {})
                 cells = {}
                 for column, other in compare.items():
                     o = named.get(other) or peers.get(other)
@@ -90,7 +102,7 @@ def rows(results: Path = ROOT / "results") -> list[list[str]]:
 
 
 def markdown() -> str:
-    head = ["kernel", "device", "sizes (float32)", "median ms", "of floor", "vs eager", "vs torch.compile",
+    head = ["kernel", "device", "sizes (float32 unless named)", "median ms", "of floor", "vs eager", "vs torch.compile",
             "vs PyTorch's op", "data"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(r) + " |" for r in rows()]

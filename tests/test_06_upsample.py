@@ -361,24 +361,96 @@ def test_size_argument_forms(up, mode):
         assert_close64(up.upsample_bilinear(x, size, mode=mode), ref, f"{mode}, size={size!r}")
 
 
+def assert_same_layout(out: torch.Tensor, like: torch.Tensor, what: str) -> None:
+    """out is laid out as `like` (PyTorch's own op's result): the same strides."""
+    assert out.stride() == like.stride(), (
+        f"{what}: strides {out.stride()}, PyTorch's op gives {like.stride()} "
+        f"({'channels-last' if like.is_contiguous(memory_format=torch.channels_last) else 'NCHW'}): "
+        "the output takes the input's memory format")
+
+
+# Input layouts: (name, function of an NCHW tensor). F.interpolate's output layout is the standard.
+LAYOUTS = {
+    "channels_last": lambda t: t.contiguous(memory_format=torch.channels_last),
+    "channels_last-sliced": lambda t: t.contiguous(memory_format=torch.channels_last)[:, :, 1:, 2:],
+    "channels_last-offset": lambda t: t.contiguous(memory_format=torch.channels_last)[1:],
+    "transposed": lambda t: t.transpose(2, 3).contiguous().transpose(2, 3),
+    "sliced": lambda t: t[:, ::2, 1:, 2:],
+    "offset": lambda t: t[1:],
+    "expanded": lambda t: t[:, :1].expand(t.shape),  # stride 0 along C
+    "expanded-w": lambda t: t[:, :, :, :1].expand(t.shape),  # stride 0 along W
+}
+
+
 @pytest.mark.exercise("source-coordinate")
 @pytest.mark.parametrize("mode", MODES)
 def test_non_contiguous_input(up, device, mode):
-    """channels_last, transposed, sliced, offset and expanded inputs; the output is NCHW-contiguous."""
+    """Channels-last, transposed, sliced, offset and expanded inputs; the output has F.interpolate's layout."""
     base = torch.randn(3, 6, 9, 11, device=device, dtype=torch.float64)
-    layouts = {
-        "channels_last": base.to(memory_format=torch.channels_last),
-        "transposed": base.transpose(2, 3).contiguous().transpose(2, 3),
-        "sliced": base[:, ::2, 1:, 2:],
-        "offset": base[1:],
-        "expanded": base[:, :1].expand(3, 6, 9, 11),  # stride 0 along C
-        "expanded-w": base[:, :, :, :1].expand(3, 6, 9, 11),  # stride 0 along W
-    }
-    for name, x in layouts.items():
+    for name, layout in LAYOUTS.items():
+        x = layout(base)
         with poisoned_empty():
             out = up.upsample_bilinear(x, (17, 5), mode=mode)
-        assert out.is_contiguous(), f"{name}: the output is not NCHW-contiguous"
+        assert_same_layout(out, Fn.interpolate(x, size=(17, 5), mode="bilinear"), f"{name} input")
         assert_close64(out, ref_forward(x, (17, 5), mode), f"{mode}, {name} input")
+
+
+# Channels-last (NHWC in memory) has kernels of its own. C = 1 (ambiguous: PyTorch calls it NCHW
+# unless the strides say otherwise), 3 (an image), 5 (odd), 8/16/64 (16-byte vectors in every dtype).
+NHWC_SHAPES = [((2, 3, 7, 9), (13, 20)), ((1, 1, 5, 4), (9, 3)), ((2, 5, 6, 6), (3, 11)),
+               ((2, 8, 9, 7), (18, 14)), ((1, 16, 4, 5), (4, 5)), ((1, 64, 6, 10), (11, 23))]
+NHWC_IDS = [f"C{s[1]}-{s[2]}x{s[3]}-to-{o[0]}x{o[1]}" for s, o in NHWC_SHAPES]
+
+
+def misaligned_channels_last(t: torch.Tensor) -> torch.Tensor:
+    """t in a packed channels-last layout whose data starts one element past an aligned address."""
+    n, c, h, w = t.shape
+    flat = torch.empty(t.numel() + 1, dtype=t.dtype, device=t.device)[1:]
+    nhwc = flat.view(n, h, w, c)
+    nhwc.copy_(t.permute(0, 2, 3, 1))
+    return nhwc.permute(0, 3, 1, 2)
+
+
+@pytest.mark.exercise("source-coordinate")
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("shape, size", NHWC_SHAPES, ids=NHWC_IDS)
+def test_channels_last_forward(up, device, dtype, shape, size, mode):
+    """Channels-last in, channels-last out, the same values as from NCHW, for any C."""
+    x = torch.randn(shape, device=device, dtype=dtype)
+    nchw = up.upsample_bilinear(x, size, mode=mode)
+    for name, xl in [("channels_last", x.contiguous(memory_format=torch.channels_last)),
+                     ("channels_last-misaligned", misaligned_channels_last(x))]:
+        with poisoned_empty():
+            out = up.upsample_bilinear(xl, size, mode=mode)
+        what = f"{mode} forward, {name} {list(shape)} -> {list(size)}"
+        assert_same_layout(out, Fn.interpolate(xl.float(), size=size, mode="bilinear"), what)
+        check(out, ref_forward(x, size, mode), what)
+        assert_bitwise(out.contiguous(), nchw, what=what + " vs the NCHW result")
+
+
+def check_channels_last_backward(up, device, dtype, shape, size, mode, method):
+    grad_out = torch.randn(shape[:2] + size, device=device, dtype=dtype)
+    for name, gl in [("channels_last", grad_out.contiguous(memory_format=torch.channels_last)),
+                     ("channels_last-misaligned", misaligned_channels_last(grad_out))]:
+        with poisoned_empty():
+            grad_in = bw(gl, list(shape[2:]), mode, method)
+        what = f"{mode} backward ({method}), {name} grad_out {list(grad_out.shape)} -> {list(shape[2:])}"
+        like = torch.ops.aten.upsample_bilinear2d_backward(gl.float(), list(size), list(shape), False, None, None)
+        assert_same_layout(grad_in, like, what)
+        check(grad_in, ref_backward(grad_out, shape[2:], mode), what)
+        if method == "gather":  # one writer per element and a fixed order: the NCHW kernel's bits
+            assert_bitwise(grad_in.contiguous(), bw(grad_out, list(shape[2:]), mode, method),
+                           what=what + " vs the NCHW result")
+    # through autograd: x.grad in x's layout, as F.interpolate's backward gives it
+    x = torch.randn(shape, device=device, dtype=dtype).contiguous(memory_format=torch.channels_last)
+    x.requires_grad_()
+    up.upsample_bilinear(x, size, mode=mode, backward=method).backward(
+        grad_out.contiguous(memory_format=torch.channels_last))
+    x_ref = x.detach().float().requires_grad_()
+    Fn.interpolate(x_ref, size=size, mode="bilinear").backward(grad_out.float().contiguous(
+        memory_format=torch.channels_last))
+    assert_same_layout(x.grad, x_ref.grad, f"{mode} x.grad ({method}) of a channels_last x")
+    check(x.grad, ref_backward(grad_out, shape[2:], mode), f"{mode} x.grad ({method}) of a channels_last x")
 
 
 # ----------------------------------------------------------------------------
@@ -410,6 +482,13 @@ def test_backward_rounding_cpu(up, half, shape, size):
     with poisoned_empty():
         grad_in = bw(grad_out, list(shape[2:]), "tf_legacy", "gather")
     assert_rounded(grad_in, ref_backward(grad_out, shape[2:], "tf_legacy"), what="tf_legacy backward")
+
+
+@pytest.mark.exercise("gather-backward")
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("shape, size", NHWC_SHAPES, ids=NHWC_IDS)
+def test_channels_last_backward_cpu(up, dtype, shape, size, mode):
+    check_channels_last_backward(up, "cpu", dtype, shape, size, mode, "gather")
 
 
 @pytest.mark.exercise("gather-backward")
@@ -562,6 +641,25 @@ def test_backward_grad_out_layouts_cuda(up, device, mode):
     if device != "cuda":
         pytest.skip("the CUDA kernel's test")
     check_backward_grad_out_layouts(up, "cuda", mode)
+
+
+@pytest.mark.cuda
+@pytest.mark.exercise("gather-cuda")
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("shape, size", NHWC_SHAPES, ids=NHWC_IDS)
+def test_channels_last_backward_cuda(up, device, dtype, shape, size, mode):
+    if device != "cuda":
+        pytest.skip("the CUDA kernel's test")
+    check_channels_last_backward(up, "cuda", dtype, shape, size, mode, "gather")
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("shape, size", NHWC_SHAPES, ids=NHWC_IDS)
+def test_channels_last_scatter_cuda(up, device, dtype, shape, size, mode):
+    if device != "cuda":
+        pytest.skip("the CUDA kernel's test")
+    check_channels_last_backward(up, "cuda", dtype, shape, size, mode, "scatter")
 
 
 @pytest.mark.cuda

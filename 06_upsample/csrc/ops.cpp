@@ -14,6 +14,7 @@
 #include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/ops.h>
 #include <torch/csrc/stable/tensor.h>
+#include <torch/headeronly/core/MemoryFormat.h>
 #include <torch/headeronly/core/ScalarType.h>
 #include <torch/headeronly/util/Exception.h>
 
@@ -24,6 +25,7 @@
 
 #include "kernels.h"
 
+using torch::headeronly::MemoryFormat;
 using torch::headeronly::ScalarType;
 using torch::stable::Tensor;
 
@@ -84,6 +86,36 @@ static std::optional<double> bounded_scale(std::optional<double> scale, int64_t 
   return *scale < least ? least : *scale;
 }
 
+// Which memory format the output takes, PyTorch's rule (suggest_memory_format,
+// c10's is_channels_last_strides_2d): channels-last when x's strides order the
+// axes C, W, H, N from the innermost out, with ties (size-1 axes) going to NCHW.
+// F.interpolate returns its output, and its backward its gradient, in that
+// format; so do we.
+static bool channels_last_like(const Tensor& t) {
+  if (t.stride(1) == 0) {
+    return false;
+  }
+  int64_t least = 0;
+  for (int64_t d : {1, 3, 2, 0}) {
+    if (t.size(d) == 0 || t.stride(d) < least) {
+      return false;
+    }
+    if (d == 0 && least == t.stride(1)) {
+      return false;  // ambiguous (N, 1, 1, 1)-like: NCHW
+    }
+    least = t.stride(d) * (t.size(d) > 1 ? t.size(d) : 1);
+  }
+  return true;
+}
+
+// A channels-last tensor of shape (N, C, H, W) with strides (HWC, 1, WC, C):
+// (N, H, W, C) packed, viewed with its axes in NCHW order.
+static Tensor new_empty_channels_last(const Tensor& like, int64_t N, int64_t C, int64_t H, int64_t W,
+                                      std::optional<ScalarType> dtype = std::nullopt) {
+  const Tensor nhwc = torch::stable::new_empty(like, {N, H, W, C}, dtype);
+  return torch::stable::transpose(torch::stable::transpose(nhwc, 1, 3), 2, 3);  // (N,C,W,H) -> (N,C,H,W)
+}
+
 static ResizeGeometry geometry(int64_t planes, int64_t H_in, int64_t W_in, int64_t H_out, int64_t W_out, Mode mode,
                                std::optional<double> scale_h, std::optional<double> scale_w) {
   return {planes, H_in, W_in, H_out, W_out, mode, bounded_scale(scale_h, H_in), bounded_scale(scale_w, W_in)};
@@ -97,15 +129,20 @@ Tensor upsample_forward_kernel(const Tensor& x_in, std::vector<int64_t> size, st
   check_scale(op, "scale_h", scale_h);
   check_scale(op, "scale_w", scale_w);
   const Mode mode = parse_mode(op, mode_name);
-  // The kernels index a packed NCHW layout. A channels_last or sliced input is
-  // copied once here (free when x already is contiguous, the usual case).
-  const Tensor x = torch::stable::contiguous(x_in);
-  Tensor out = torch::stable::new_empty(x, {x.size(0), x.size(1), size[0], size[1]});
+  // The kernels index two packed layouts: NCHW and channels-last (NHWC). The
+  // output takes the input's (PyTorch's rule, above). A sliced or expanded
+  // input is copied once into the packed form of its layout (free when x is
+  // already packed, the usual case).
+  const bool nhwc = channels_last_like(x_in);
+  const Tensor x = torch::stable::contiguous(x_in, nhwc ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous);
+  Tensor out = nhwc ? new_empty_channels_last(x, x.size(0), x.size(1), size[0], size[1])
+                    : torch::stable::new_empty(x, {x.size(0), x.size(1), size[0], size[1]});
   if (out.numel() == 0) {
     return out;  // N = 0 or C = 0: nothing to compute, no kernel to launch
   }
-  const ResizeGeometry g =
-      geometry(x.size(0) * x.size(1), x.size(2), x.size(3), size[0], size[1], mode, scale_h, scale_w);
+  ResizeGeometry g = geometry(x.size(0) * x.size(1), x.size(2), x.size(3), size[0], size[1], mode, scale_h, scale_w);
+  g.channels = x.size(1);
+  g.channels_last = nhwc;
   if (x.is_cuda()) {
 #ifdef WITH_CUDA
     upsample_forward_cuda(x, out, g);
@@ -127,16 +164,22 @@ Tensor upsample_backward_kernel(const Tensor& grad_out_in, std::vector<int64_t> 
   check_scale(op, "scale_w", scale_w);
   const Mode mode = parse_mode(op, mode_name);
   const bool gather = parse_method(op, method);
-  // Gradients from autograd are often not contiguous (expanded, channels_last).
-  const Tensor grad_out = torch::stable::contiguous(grad_out_in);
+  // Gradients from autograd are often not packed (expanded after a .sum(),
+  // sliced): packed here, in grad_out's layout, which grad_in takes too.
+  const bool nhwc = channels_last_like(grad_out_in);
+  const Tensor grad_out =
+      torch::stable::contiguous(grad_out_in, nhwc ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous);
   // The gradient has the shape of the forward's input.
-  Tensor grad_in =
-      torch::stable::new_empty(grad_out, {grad_out.size(0), grad_out.size(1), input_size[0], input_size[1]});
+  const int64_t N = grad_out.size(0), C = grad_out.size(1);
+  Tensor grad_in = nhwc ? new_empty_channels_last(grad_out, N, C, input_size[0], input_size[1])
+                        : torch::stable::new_empty(grad_out, {N, C, input_size[0], input_size[1]});
   if (grad_in.numel() == 0) {
     return grad_in;
   }
-  const ResizeGeometry g = geometry(grad_out.size(0) * grad_out.size(1), input_size[0], input_size[1],
-                                    grad_out.size(2), grad_out.size(3), mode, scale_h, scale_w);
+  ResizeGeometry g = geometry(N * C, input_size[0], input_size[1], grad_out.size(2), grad_out.size(3), mode,
+                              scale_h, scale_w);
+  g.channels = C;
+  g.channels_last = nhwc;
   if (grad_out.is_cuda()) {
 #ifdef WITH_CUDA
     upsample_backward_cuda(grad_out, grad_in, g, gather);

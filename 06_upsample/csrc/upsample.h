@@ -1,7 +1,8 @@
 #pragma once
 // Chapter 06: bilinear resizing of NCHW tensors in three coordinate conventions.
 //
-//   x    (N, C, H_in, W_in)     contiguous NCHW (the entry points make it so)
+//   x    (N, C, H_in, W_in)     packed NCHW, or packed channels-last (NHWC in
+//                               memory); the entry points make it one of the two
 //   out  (N, C, H_out, W_out)   any H_out, W_out >= 1: up- and downsampling
 //
 // Each axis is resized on its own. For output index d along an axis of input
@@ -168,9 +169,15 @@ C10_HOST_DEVICE inline void gather_range(int64_t i, int64_t in, int64_t out, T r
 
 // What the kernels receive: sizes, convention and scale factors, already checked
 // (ops.cpp). `scale_h`/`scale_w` are PyTorch's scale factors (see above).
+//
+// Layout: NCHW (planes = N * C planes of H x W, each packed), or channels-last
+// (NHWC in memory: the C values of a pixel side by side, `channels` = C,
+// planes = N * C as well).
 struct ResizeGeometry {
   int64_t planes;  // N * C
   int64_t H_in, W_in, H_out, W_out;
   Mode mode;
   std::optional<double> scale_h, scale_w;
+  int64_t channels = 1;        // C
+  bool channels_last = false;  // x/out (forward), grad_out/grad_in (backward) are NHWC in memory
 };

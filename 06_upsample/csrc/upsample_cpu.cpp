@@ -94,10 +94,50 @@ static void forward_kernel(const scalar_t* x, scalar_t* out, const ResizeGeometr
   });
 }
 
+// Channels-last (NHWC in memory): the C values of a pixel are neighbours, so
+// the innermost loop runs over C (contiguous, vectorised) and a pixel's four
+// taps are found once for all its channels. The arithmetic per value is the
+// NCHW kernel's, in the same order (along W, then along H): the two layouts
+// give the same bits.
+template <typename scalar_t>
+static void forward_kernel_nhwc(const scalar_t* x, scalar_t* out, const ResizeGeometry& g) {
+  using opmath_t = opmath_type<scalar_t>;
+  const opmath_t rh = axis_ratio<opmath_t>(g.H_in, g.H_out, g.mode, g.scale_h);
+  const opmath_t rw = axis_ratio<opmath_t>(g.W_in, g.W_out, g.mode, g.scale_w);
+  const std::vector<Taps<opmath_t>> xtaps = taps_table<opmath_t>(g.W_in, g.W_out, rw, g.mode);
+  const int64_t C = g.channels, N = g.planes / C;
+  const int64_t rows = N * g.H_out;  // output rows (n, h), in memory order
+  const int64_t grain = std::max<int64_t>(1, kGrainElements / (g.W_out * C));
+  torch::stable::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {
+      const int64_t n = row / g.H_out, h = row % g.H_out;
+      const Taps<opmath_t> yt = source_taps<opmath_t>(h, g.H_in, rh, g.mode);
+      const scalar_t* top_row = x + (n * g.H_in + yt.i0) * g.W_in * C;
+      const scalar_t* bottom_row = x + (n * g.H_in + yt.i1) * g.W_in * C;
+      scalar_t* out_pixel = out + row * g.W_out * C;
+      for (int64_t w = 0; w < g.W_out; ++w, out_pixel += C) {
+        const Taps<opmath_t>& xt = xtaps[w];
+        const scalar_t *a = top_row + xt.i0 * C, *b = top_row + xt.i1 * C;
+        const scalar_t *c = bottom_row + xt.i0 * C, *d = bottom_row + xt.i1 * C;
+        for (int64_t k = 0; k < C; ++k) {
+          const opmath_t top = (opmath_t(1) - xt.l) * static_cast<opmath_t>(a[k]) + xt.l * static_cast<opmath_t>(b[k]);
+          const opmath_t bottom =
+              (opmath_t(1) - xt.l) * static_cast<opmath_t>(c[k]) + xt.l * static_cast<opmath_t>(d[k]);
+          out_pixel[k] = static_cast<scalar_t>((opmath_t(1) - yt.l) * top + yt.l * bottom);
+        }
+      }
+    }
+  });
+}
+
 void upsample_forward_cpu(const torch::stable::Tensor& x, torch::stable::Tensor& out, const ResizeGeometry& g) {
   dispatch_floating_types(x.scalar_type(), "upsample_forward_cpu", [&](auto tag) {
     using scalar_t = typename decltype(tag)::type;
-    forward_kernel<scalar_t>(x.const_data_ptr<scalar_t>(), out.mutable_data_ptr<scalar_t>(), g);
+    if (g.channels_last) {
+      forward_kernel_nhwc<scalar_t>(x.const_data_ptr<scalar_t>(), out.mutable_data_ptr<scalar_t>(), g);
+    } else {
+      forward_kernel<scalar_t>(x.const_data_ptr<scalar_t>(), out.mutable_data_ptr<scalar_t>(), g);
+    }
   });
 }
 
@@ -188,10 +228,56 @@ static void backward_kernel(const scalar_t* grad_out, scalar_t* grad_in, const R
   // END SOLUTION
 }
 
+// The gather in channels-last: a task owns grad_in rows (n, h) and, for each
+// pixel w of them, all C channels at once (the inner loops run along C). The
+// sums are the NCHW kernel's in the same order (along W into `line`, then
+// along H into `acc`), without its line cache: a row's pixels read
+// overlapping windows of grad_out, which stay in the CPU's caches.
+template <typename scalar_t>
+static void backward_kernel_nhwc(const scalar_t* grad_out, scalar_t* grad_in, const ResizeGeometry& g) {
+  using opmath_t = opmath_type<scalar_t>;
+  const GatherTable<opmath_t> rows(g.H_in, g.H_out, axis_ratio<opmath_t>(g.H_in, g.H_out, g.mode, g.scale_h), g.mode);
+  const GatherTable<opmath_t> cols(g.W_in, g.W_out, axis_ratio<opmath_t>(g.W_in, g.W_out, g.mode, g.scale_w), g.mode);
+  const int64_t C = g.channels, N = g.planes / C;
+  const int64_t grain = std::max<int64_t>(1, kGrainElements / (g.W_in * C));
+  torch::stable::parallel_for(0, N * g.H_in, grain, [&](int64_t begin, int64_t end) {
+    std::vector<opmath_t> acc(C), line(C);
+    for (int64_t row = begin; row < end; ++row) {
+      const int64_t n = row / g.H_in, h = row % g.H_in;
+      for (int64_t w = 0; w < g.W_in; ++w) {
+        std::fill(acc.begin(), acc.end(), opmath_t(0));
+        for (int64_t dh = rows.begin[h]; dh < rows.end[h]; ++dh) {
+          std::fill(line.begin(), line.end(), opmath_t(0));
+          const scalar_t* go_row = grad_out + (n * g.H_out + dh) * g.W_out * C;
+          for (int64_t k = 0; k < cols.end[w] - cols.begin[w]; ++k) {
+            const opmath_t wx = cols.weight[cols.offset[w] + k];
+            const scalar_t* go = go_row + (cols.begin[w] + k) * C;
+            for (int64_t c = 0; c < C; ++c) {
+              line[c] += wx * static_cast<opmath_t>(go[c]);
+            }
+          }
+          const opmath_t wy = rows.weight[rows.offset[h] + (dh - rows.begin[h])];
+          for (int64_t c = 0; c < C; ++c) {
+            acc[c] += wy * line[c];
+          }
+        }
+        scalar_t* gi = grad_in + (row * g.W_in + w) * C;
+        for (int64_t c = 0; c < C; ++c) {
+          gi[c] = static_cast<scalar_t>(acc[c]);
+        }
+      }
+    }
+  });
+}
+
 void upsample_backward_cpu(const torch::stable::Tensor& grad_out, torch::stable::Tensor& grad_in,
                            const ResizeGeometry& g) {
   dispatch_floating_types(grad_out.scalar_type(), "upsample_backward_cpu", [&](auto tag) {
     using scalar_t = typename decltype(tag)::type;
-    backward_kernel<scalar_t>(grad_out.const_data_ptr<scalar_t>(), grad_in.mutable_data_ptr<scalar_t>(), g);
+    if (g.channels_last) {
+      backward_kernel_nhwc<scalar_t>(grad_out.const_data_ptr<scalar_t>(), grad_in.mutable_data_ptr<scalar_t>(), g);
+    } else {
+      backward_kernel<scalar_t>(grad_out.const_data_ptr<scalar_t>(), grad_in.mutable_data_ptr<scalar_t>(), g);
+    }
   });
 }

@@ -6,6 +6,7 @@
 //   forward:  x -> a group of kV output columns,  y -> a chunk of kRows output rows,  z -> a plane (n, c)
 //   scatter:  x -> an output column w,            y -> an output row h,               z -> a group of kPlanes planes
 //   gather:   x -> an input column,               y -> an input row,                  z -> a group of kPlanes planes
+//   channels-last (all three): x -> (column, channel) with the channel fastest, y -> a row (n, h)
 //
 // A thread computes its taps once and reuses them for all the pixels it owns:
 // less index arithmetic per pixel, and several independent loads in flight.
@@ -29,6 +30,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -68,10 +70,13 @@ Launch launch_for(int64_t W, int64_t H, int64_t planes, int planes_per_thread) {
 // rows each chunk starts with. (The CPU kernel does the same with its line cache.)
 constexpr int kRows = 8;
 
-// kV outputs of 4 or 8 bytes each make one 16-byte (float, double) or 8-byte
-// (half, bfloat16) store.
+// kV outputs make one 16-byte store: 2 doubles, 4 floats, 8 halves or bfloat16s.
+// (With 4 outputs per thread in every dtype, a bfloat16 thread would move half
+// the bytes of a float thread for the same index arithmetic and the same
+// number of loads in flight: as slow per call as float, so half as fast per
+// byte.)
 template <typename scalar_t>
-constexpr int kV = sizeof(scalar_t) == 8 ? 2 : 4;
+constexpr int kV = 16 / static_cast<int>(sizeof(scalar_t));
 
 template <typename scalar_t, int V>
 struct alignas(sizeof(scalar_t) * V) Pack {
@@ -237,14 +242,18 @@ __global__ void plan_kernel(AxisPlan<T> rows, AxisPlan<T> cols, Mode mode) {
   }
 }
 
-// grad_in[h, w] for N consecutive planes: grad_out points at the first of
-// them (plane k starts at grad_out + k * plane_out, rows of cols.out elements),
-// grad_in at element (h, w) of the first (the same element of plane k is
-// grad_in[k * plane_in]). This thread is the only one that writes them.
+// grad_in[h, w] for N planes: grad_out points at the first of them (plane k
+// starts at grad_out + k * plane_out), grad_in at element (h, w) of the first
+// (the same element of plane k is grad_in[k * plane_in]). Within a plane,
+// neighbouring pixels are `step` elements apart and rows step * cols.out:
+// step = 1 in NCHW; in channels-last, step = C and the "planes" are
+// neighbouring channels (plane_out = plane_in = 1). This thread is the only
+// one that writes these N elements.
 template <int N, typename scalar_t, typename T>
 __device__ __forceinline__ void gather_planes(const scalar_t* __restrict__ grad_out, int64_t plane_out,
-                                              scalar_t* __restrict__ grad_in, int64_t plane_in, int64_t h,
-                                              int64_t w, const AxisPlan<T>& rows, const AxisPlan<T>& cols) {
+                                              scalar_t* __restrict__ grad_in, int64_t plane_in, int64_t step,
+                                              int64_t h, int64_t w, const AxisPlan<T>& rows,
+                                              const AxisPlan<T>& cols) {
   // BEGIN SOLUTION gather-cuda
   // STUB: for (int k = 0; k < N; ++k) grad_in[k * plane_in] = static_cast<scalar_t>(NAN);  // NaN until you write it
   T acc[N];
@@ -255,12 +264,12 @@ __device__ __forceinline__ void gather_planes(const scalar_t* __restrict__ grad_
   const int64_t w_begin = cols.begin[w], w_end = cols.end[w];
   for (int64_t dh = rows.begin[h]; dh < rows.end[h]; ++dh) {
     const T wy = tap_weight<T>(Taps<T>{rows.i0[dh], rows.i1[dh], rows.l[dh]}, h);
-    const scalar_t* g_row = grad_out + dh * cols.out;
+    const scalar_t* g_row = grad_out + dh * cols.out * step;
     for (int64_t dw = w_begin; dw < w_end; ++dw) {
       const T weight = wy * tap_weight<T>(Taps<T>{cols.i0[dw], cols.i1[dw], cols.l[dw]}, w);
 #pragma unroll
       for (int k = 0; k < N; ++k) {
-        acc[k] += weight * static_cast<T>(g_row[k * plane_out + dw]);
+        acc[k] += weight * static_cast<T>(g_row[k * plane_out + dw * step]);
       }
     }
   }
@@ -286,14 +295,124 @@ __global__ void gather_kernel(const scalar_t* __restrict__ grad_out, scalar_t* _
       const scalar_t* go = grad_out + p0 * plane_out;
       scalar_t* gi = grad_in + p0 * plane_in + h * cols.in + w;
       if (planes - p0 >= kPlanes) {
-        gather_planes<kPlanes>(go, plane_out, gi, plane_in, h, w, rows, cols);
+        gather_planes<kPlanes>(go, plane_out, gi, plane_in, 1, h, w, rows, cols);
       } else {
         for (int64_t k = 0; k < planes - p0; ++k) {
-          gather_planes<1>(go + k * plane_out, plane_out, gi + k * plane_in, plane_in, h, w, rows, cols);
+          gather_planes<1>(go + k * plane_out, plane_out, gi + k * plane_in, plane_in, 1, h, w, rows, cols);
         }
       }
     }
   }
+}
+
+// ---------------------------------------------------------------------------
+// Channels-last (NHWC in memory: the C values of a pixel are neighbours).
+// x / blockIdx.x run along one row of pixels with the channel fastest, so a warp
+// reads and writes one contiguous span; blockIdx.y runs over rows (n, h). The
+// arithmetic per value is the NCHW kernels', in the same order.
+
+// A thread's V channels of one pixel, as one 16-byte load when V > 1.
+template <typename scalar_t, int V>
+__device__ __forceinline__ Pack<scalar_t, V> load_pack(const scalar_t* __restrict__ p) {
+  Pack<scalar_t, V> r;
+  if constexpr (V > 1) {
+    static_assert(sizeof(r) == 16, "a Pack of V > 1 values is 16 bytes");
+    const uint4 raw = __ldg(reinterpret_cast<const uint4*>(p));
+    memcpy(&r, &raw, sizeof(r));
+  } else {
+    r.v[0] = p[0];
+  }
+  return r;
+}
+
+// Forward: a thread owns V neighbouring channels of one output pixel (V = kV
+// when C is a multiple of it and the pointers are 16-byte aligned, else 1);
+// its four taps are four V-wide loads.
+template <typename scalar_t, int V>
+__global__ void __launch_bounds__(kThreads) forward_nhwc_kernel(
+    const scalar_t* __restrict__ x, scalar_t* __restrict__ out, int64_t rows, int64_t C, int64_t H_in,
+    int64_t W_in, int64_t H_out, int64_t W_out, opmath_type<scalar_t> rh, opmath_type<scalar_t> rw, Mode mode) {
+  using T = opmath_type<scalar_t>;
+  const int64_t groups = C / V;
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;  // (w, channel group)
+  if (t >= W_out * groups) {
+    return;
+  }
+  const int64_t w = t / groups, c = (t - w * groups) * V;
+  const Taps<T> xt = source_taps<T>(w, W_in, rw, mode);
+  for (int64_t row = blockIdx.y; row < rows; row += gridDim.y) {
+    const int64_t n = row / H_out, h = row - n * H_out;
+    const Taps<T> yt = source_taps<T>(h, H_in, rh, mode);
+    const scalar_t* top = x + (n * H_in + yt.i0) * W_in * C + c;
+    const scalar_t* bottom = x + (n * H_in + yt.i1) * W_in * C + c;
+    const Pack<scalar_t, V> a = load_pack<scalar_t, V>(top + xt.i0 * C), b = load_pack<scalar_t, V>(top + xt.i1 * C);
+    const Pack<scalar_t, V> e = load_pack<scalar_t, V>(bottom + xt.i0 * C),
+                            f = load_pack<scalar_t, V>(bottom + xt.i1 * C);
+    Pack<scalar_t, V> r;
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const T upper = (T(1) - xt.l) * static_cast<T>(a.v[j]) + xt.l * static_cast<T>(b.v[j]);
+      const T lower = (T(1) - xt.l) * static_cast<T>(e.v[j]) + xt.l * static_cast<T>(f.v[j]);
+      r.v[j] = static_cast<scalar_t>((T(1) - yt.l) * upper + yt.l * lower);
+    }
+    scalar_t* dst = out + (row * W_out + w) * C + c;
+    if constexpr (V > 1) {
+      store_outputs<scalar_t, V>(dst, r, V, true);
+    } else {
+      dst[0] = r.v[0];
+    }
+  }
+}
+
+// Gather: a thread per grad_in value (n, h, w, c), through gather_planes with
+// step = C (one "plane": this channel).
+template <typename scalar_t>
+__global__ void gather_nhwc_kernel(const scalar_t* __restrict__ grad_out, scalar_t* __restrict__ grad_in,
+                                   int64_t rows, int64_t C, AxisPlan<opmath_type<scalar_t>> rows_plan,
+                                   AxisPlan<opmath_type<scalar_t>> cols) {
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;  // (w, c)
+  if (t >= cols.in * C) {
+    return;
+  }
+  const int64_t w = t / C, c = t - w * C;
+  for (int64_t row = blockIdx.y; row < rows; row += gridDim.y) {
+    const int64_t n = row / rows_plan.in, h = row - n * rows_plan.in;
+    gather_planes<1>(grad_out + n * rows_plan.out * cols.out * C + c, 1, grad_in + row * cols.in * C + t, 1, C, h,
+                     w, rows_plan, cols);
+  }
+}
+
+// Scatter: a thread per grad_out value, four atomic adds (see scatter_kernel).
+template <typename scalar_t, typename acc_t>
+__global__ void scatter_nhwc_kernel(const scalar_t* __restrict__ grad_out, acc_t* __restrict__ grad_in, int64_t rows,
+                                    int64_t C, int64_t H_in, int64_t W_in, int64_t H_out, int64_t W_out,
+                                    opmath_type<scalar_t> rh, opmath_type<scalar_t> rw, Mode mode) {
+  using opmath_t = opmath_type<scalar_t>;
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;  // (w, c)
+  if (t >= W_out * C) {
+    return;
+  }
+  const int64_t w = t / C, c = t - w * C;
+  const Taps<opmath_t> xt = source_taps<opmath_t>(w, W_in, rw, mode);
+  for (int64_t row = blockIdx.y; row < rows; row += gridDim.y) {
+    const int64_t n = row / H_out, h = row - n * H_out;
+    const Taps<opmath_t> yt = source_taps<opmath_t>(h, H_in, rh, mode);
+    const opmath_t g = static_cast<opmath_t>(grad_out[row * W_out * C + t]);
+    acc_t* image = grad_in + n * H_in * W_in * C + c;
+    const opmath_t top = (opmath_t(1) - yt.l) * g, bottom = yt.l * g;
+    atomicAdd(image + (yt.i0 * W_in + xt.i0) * C, static_cast<acc_t>((opmath_t(1) - xt.l) * top));
+    atomicAdd(image + (yt.i0 * W_in + xt.i1) * C, static_cast<acc_t>(xt.l * top));
+    atomicAdd(image + (yt.i1 * W_in + xt.i0) * C, static_cast<acc_t>((opmath_t(1) - xt.l) * bottom));
+    atomicAdd(image + (yt.i1 * W_in + xt.i1) * C, static_cast<acc_t>(xt.l * bottom));
+  }
+}
+
+// A grid for the channels-last kernels: x along a row of `row_length` values, y over `rows` rows.
+Launch launch_rows(int64_t row_length, int64_t rows) {
+  const int64_t gx = (row_length + kThreads - 1) / kThreads;
+  STD_TORCH_CHECK(gx <= std::numeric_limits<int32_t>::max(), "upsample_bilinear2d: a row of ", row_length,
+                  " values is too long for one launch");
+  return {dim3(static_cast<unsigned>(gx), static_cast<unsigned>(std::min<int64_t>(rows, kMaxGrid))), dim3(kThreads)};
 }
 
 // The current CUDA stream of `device`: code running us under torch.cuda.stream(s)
@@ -315,6 +434,20 @@ void upsample_forward_cuda(const torch::stable::Tensor& x, torch::stable::Tensor
     using scalar_t = typename decltype(tag)::type;
     using opmath_t = opmath_type<scalar_t>;
     constexpr int V = kV<scalar_t>;
+    const opmath_t rh = axis_ratio<opmath_t>(g.H_in, g.H_out, g.mode, g.scale_h);
+    const opmath_t rw = axis_ratio<opmath_t>(g.W_in, g.W_out, g.mode, g.scale_w);
+    if (g.channels_last) {
+      const int64_t C = g.channels, rows = g.planes / C * g.H_out;
+      // 16-byte loads and stores need C a multiple of V and aligned tensors.
+      const bool vector = C % V == 0 && reinterpret_cast<uintptr_t>(x.const_data_ptr()) % 16 == 0 &&
+                          reinterpret_cast<uintptr_t>(out.data_ptr()) % 16 == 0;
+      const Launch l = launch_rows(g.W_out * (vector ? C / V : C), rows);
+      auto kernel = vector ? forward_nhwc_kernel<scalar_t, V> : forward_nhwc_kernel<scalar_t, 1>;
+      kernel<<<l.grid, l.block, 0, stream>>>(x.const_data_ptr<scalar_t>(), out.mutable_data_ptr<scalar_t>(), rows,
+                                            C, g.H_in, g.W_in, g.H_out, g.W_out, rh, rw, g.mode);
+      STD_CUDA_KERNEL_LAUNCH_CHECK();
+      return;
+    }
     // Grid: x over groups of V columns, y over chunks of kRows rows, z over planes.
     const int64_t groups = (g.W_out + V - 1) / V, chunks = (g.H_out + kRows - 1) / kRows;
     const Launch l = launch_for(groups, chunks, g.planes, 1);
@@ -324,8 +457,7 @@ void upsample_forward_cuda(const torch::stable::Tensor& x, torch::stable::Tensor
         g.W_out % V == 0 && reinterpret_cast<uintptr_t>(out.data_ptr()) % sizeof(Pack<scalar_t, V>) == 0;
     forward_kernel<scalar_t><<<l.grid, l.block, 0, stream>>>(
         x.const_data_ptr<scalar_t>(), out.mutable_data_ptr<scalar_t>(), g.planes, g.H_in, g.W_in, g.H_out, g.W_out,
-        axis_ratio<opmath_t>(g.H_in, g.H_out, g.mode, g.scale_h),
-        axis_ratio<opmath_t>(g.W_in, g.W_out, g.mode, g.scale_w), g.mode, vector_stores);
+        rh, rw, g.mode, vector_stores);
     STD_CUDA_KERNEL_LAUNCH_CHECK();
   });
 }
@@ -358,27 +490,60 @@ void upsample_backward_cuda(const torch::stable::Tensor& grad_out, torch::stable
       const dim3 plan_grid(static_cast<unsigned>((longest + kThreads - 1) / kThreads), 2);
       plan_kernel<opmath_t><<<plan_grid, kThreads, 0, stream>>>(rows, cols, g.mode);
       STD_CUDA_KERNEL_LAUNCH_CHECK();
-      constexpr int kPlanes = 8;
-      const Launch l = launch_for(g.W_in, g.H_in, g.planes, kPlanes);
-      gather_kernel<scalar_t, kPlanes><<<l.grid, l.block, 0, stream>>>(
-          grad_out.const_data_ptr<scalar_t>(), grad_in.mutable_data_ptr<scalar_t>(), g.planes, rows, cols);
-      STD_CUDA_KERNEL_LAUNCH_CHECK();
-      return;
+      if (g.channels_last) {
+        const int64_t C = g.channels, n_rows = g.planes / C * g.H_in;
+        const Launch l = launch_rows(g.W_in * C, n_rows);
+        gather_nhwc_kernel<scalar_t><<<l.grid, l.block, 0, stream>>>(
+            grad_out.const_data_ptr<scalar_t>(), grad_in.mutable_data_ptr<scalar_t>(), n_rows, C, rows, cols);
+        STD_CUDA_KERNEL_LAUNCH_CHECK();
+        return;
+      }
+      // A thread sums kPlanes planes at once: the plan lookups and weights are
+      // shared, and kPlanes independent loads are in flight per step. Up to 8,
+      // and no more than there are planes (an RGB image has 3): a remainder
+      // is summed one plane at a time.
+      auto launch = [&](auto planes_tag) {
+        constexpr int kPlanes = decltype(planes_tag)::value;
+        const Launch l = launch_for(g.W_in, g.H_in, g.planes, kPlanes);
+        gather_kernel<scalar_t, kPlanes><<<l.grid, l.block, 0, stream>>>(
+            grad_out.const_data_ptr<scalar_t>(), grad_in.mutable_data_ptr<scalar_t>(), g.planes, rows, cols);
+        STD_CUDA_KERNEL_LAUNCH_CHECK();
+      };
+      switch (g.planes < 8 ? g.planes : 8) {
+        case 1: return launch(std::integral_constant<int, 1>{});
+        case 2: return launch(std::integral_constant<int, 2>{});
+        case 3: return launch(std::integral_constant<int, 3>{});
+        case 4: case 5: case 6: case 7: return launch(std::integral_constant<int, 4>{});
+        default: return launch(std::integral_constant<int, 8>{});
+      }
     }
     constexpr int kPlanes = 4;
-    const Launch l = launch_for(g.W_out, g.H_out, g.planes, kPlanes);
     // float and double: the atomics add straight into grad_in. float16 and
-    // bfloat16: into a float buffer, converted once at the end.
+    // bfloat16: into a float buffer in grad_in's layout, converted once at the end.
     using acc_t = std::conditional_t<std::is_same_v<scalar_t, opmath_t>, scalar_t, float>;
     constexpr bool direct = std::is_same_v<acc_t, scalar_t>;
+    const int64_t N = grad_in.size(0), C = grad_in.size(1);
     torch::stable::Tensor acc =
         direct ? grad_in
-               : torch::stable::new_empty(grad_in, {grad_in.size(0), grad_in.size(1), g.H_in, g.W_in},
-                                          ScalarType::Float);
+        : g.channels_last
+            ? torch::stable::transpose(
+                  torch::stable::transpose(
+                      torch::stable::new_empty(grad_in, {N, g.H_in, g.W_in, C}, ScalarType::Float), 1, 3),
+                  2, 3)
+            : torch::stable::new_empty(grad_in, {N, C, g.H_in, g.W_in}, ScalarType::Float);
     torch::stable::zero_(acc);  // the atomics add into it (zero_ runs on the current stream)
-    scatter_kernel<scalar_t, acc_t, kPlanes><<<l.grid, l.block, 0, stream>>>(
-        grad_out.const_data_ptr<scalar_t>(), acc.mutable_data_ptr<acc_t>(), g.planes, g.H_in, g.W_in, g.H_out,
-        g.W_out, rh, rw, g.mode);
+    if (g.channels_last) {
+      const int64_t n_rows = N * g.H_out;
+      const Launch l = launch_rows(g.W_out * C, n_rows);
+      scatter_nhwc_kernel<scalar_t, acc_t><<<l.grid, l.block, 0, stream>>>(
+          grad_out.const_data_ptr<scalar_t>(), acc.mutable_data_ptr<acc_t>(), n_rows, C, g.H_in, g.W_in, g.H_out,
+          g.W_out, rh, rw, g.mode);
+    } else {
+      const Launch l = launch_for(g.W_out, g.H_out, g.planes, kPlanes);
+      scatter_kernel<scalar_t, acc_t, kPlanes><<<l.grid, l.block, 0, stream>>>(
+          grad_out.const_data_ptr<scalar_t>(), acc.mutable_data_ptr<acc_t>(), g.planes, g.H_in, g.W_in, g.H_out,
+          g.W_out, rh, rw, g.mode);
+    }
     STD_CUDA_KERNEL_LAUNCH_CHECK();
     if (!direct) {
       torch::stable::copy_(grad_in, acc);  // one rounding to float16/bfloat16, at the end
