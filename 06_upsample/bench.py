@@ -7,8 +7,9 @@
 For every case (shape, factor, dtype, memory layout) it times, in the same process:
   forward   ours; F.interpolate; torch.compile(F.interpolate)
   backward  our gather; our scatter (GPU); PyTorch's backward (aten.upsample_bilinear2d_backward,
-            atomics on a GPU); on the first cases also PyTorch's backward under
-            torch.use_deterministic_algorithms(True)
+            atomics on a GPU)
+  training  on the first case, forward + backward through autograd: ours (gather) and
+            F.interpolate, also under torch.use_deterministic_algorithms(True)
 with the input in the case's layout (NCHW, or channels_last) for every contender.
 
 Writes results/06_upsample_<cuda|cpu>.json (coursekit.timing.save: each row has the median
@@ -49,7 +50,7 @@ CASES = {
 }
 MODES = ("half_pixel", "align_corners", "tf_legacy")  # all three on the first case, half_pixel after
 TORCH_ALIGN = {"half_pixel": False, "align_corners": True}  # the modes F.interpolate has
-DETERMINISTIC_CASES = 1  # PyTorch's deterministic backward is slow: timed on the first case only
+DETERMINISTIC_CASES = 1  # the deterministic comparison (slow for PyTorch): on the first case only
 
 
 def _layout(t: torch.Tensor, layout: str) -> torch.Tensor:
@@ -75,9 +76,9 @@ def run(device: str, quick: bool, compile_peer: bool = True) -> tuple[list[dict]
         common = dict(shape=list(shape), factor=factor, out_shape=list(grad_out.shape),
                       dtype=str(dtype).replace("torch.", ""), layout=layout)
 
-        def add(name, fn, mode, min_run_time=min_time):
+        def add(name, fn, mode, min_run_time=min_time, passes=1):
             t = timing.bench(fn, device, min_run_time=min_run_time)
-            row = timing.record(name, t, moved, bandwidth, **common, mode=mode)
+            row = timing.record(name, t, passes * moved, bandwidth, **common, mode=mode)
             records.append(row)
             print(f"{name:32s} {str(shape):20s} x{factor:<3} {common['dtype']:9s} {layout:13s} {mode:13s} "
                   f"{t.median_ms:8.3f} ms  {row['fraction_of_floor']:5.0%} of floor", flush=True)
@@ -100,10 +101,24 @@ def run(device: str, quick: bool, compile_peer: bool = True) -> tuple[list[dict]
                 add("forward torch.compile", lambda: compiled(x), mode)
             add("backward F.interpolate", lambda: aten_backward(grad_out, size, list(shape), ac, None, None), mode)
             if index < DETERMINISTIC_CASES and mode == "half_pixel":
+                # Under use_deterministic_algorithms(True), PyTorch's CUDA backward kernel refuses to
+                # run (it adds with atomics); F.interpolate then switches to a decomposition whose
+                # backward is an index_put. So this compares forward + backward through autograd
+                # (floor: both passes' bytes).
+                xg = x.detach().requires_grad_()
+
+                def ours_train():
+                    torch.autograd.grad(ours_fw(xg, size, mode), xg, grad_out)
+
+                def torch_train():
+                    torch.autograd.grad(interpolate(xg), xg, grad_out)
+
+                add("forward+backward ours (gather)", ours_train, mode, passes=2)
+                add("forward+backward F.interpolate", torch_train, mode, passes=2)
                 torch.use_deterministic_algorithms(True)
                 try:
-                    add("backward F.interpolate deterministic",
-                        lambda: aten_backward(grad_out, size, list(shape), ac, None, None), mode, min_run_time=0.1)
+                    add("forward+backward F.interpolate deterministic", torch_train, mode, min_run_time=0.1, passes=2)
+                    add("forward+backward ours (gather), deterministic mode", ours_train, mode, passes=2)
                 finally:
                     torch.use_deterministic_algorithms(False)
     return records, bandwidth

@@ -425,7 +425,19 @@ def test_channels_last_forward(up, device, dtype, shape, size, mode):
         what = f"{mode} forward, {name} {list(shape)} -> {list(size)}"
         assert_same_layout(out, Fn.interpolate(xl.float(), size=size, mode="bilinear"), what)
         check(out, ref_forward(x, size, mode), what)
-        assert_bitwise(out.contiguous(), nchw, what=what + " vs the NCHW result")
+        same_as_nchw(out, nchw, what + " vs the NCHW result")
+
+
+def same_as_nchw(out: torch.Tensor, nchw: torch.Tensor, what: str) -> None:
+    """The same values from both layouts: bit for bit on the CPU (the same arithmetic in the same
+    order, and no fused multiply-adds in the CPU build); on a GPU within one rounding, since nvcc
+    may fuse a different multiply and add into an FMA in each kernel."""
+    if out.device.type == "cpu":
+        assert_bitwise(out.contiguous(), nchw, what=what)
+    else:
+        eps = torch.finfo(out.dtype).eps
+        torch.testing.assert_close(out.contiguous(), nchw, rtol=eps, atol=eps * max(1.0, nchw.abs().max().item()),
+                                   msg=lambda m: f"{what}: {m}")
 
 
 def check_channels_last_backward(up, device, dtype, shape, size, mode, method):
@@ -438,9 +450,8 @@ def check_channels_last_backward(up, device, dtype, shape, size, mode, method):
         like = torch.ops.aten.upsample_bilinear2d_backward(gl.float(), list(size), list(shape), False, None, None)
         assert_same_layout(grad_in, like, what)
         check(grad_in, ref_backward(grad_out, shape[2:], mode), what)
-        if method == "gather":  # one writer per element and a fixed order: the NCHW kernel's bits
-            assert_bitwise(grad_in.contiguous(), bw(grad_out, list(shape[2:]), mode, method),
-                           what=what + " vs the NCHW result")
+        if method == "gather":  # one writer per element, the NCHW kernel's order of additions
+            same_as_nchw(grad_in, bw(grad_out, list(shape[2:]), mode, method), what + " vs the NCHW result")
     # through autograd: x.grad in x's layout, as F.interpolate's backward gives it
     x = torch.randn(shape, device=device, dtype=dtype).contiguous(memory_format=torch.channels_last)
     x.requires_grad_()
