@@ -97,6 +97,7 @@ def run(device: str, quick: bool, compile_peer: bool = True) -> tuple[list[dict]
 
             add("forward F.interpolate", lambda: interpolate(x), mode)
             if compile_peer:
+                torch._dynamo.reset()  # a fresh compile per case (one function, many shapes and dtypes)
                 compiled = torch.compile(interpolate, dynamic=False)
                 add("forward torch.compile", lambda: compiled(x), mode)
             add("backward F.interpolate", lambda: aten_backward(grad_out, size, list(shape), ac, None, None), mode)

@@ -25,6 +25,8 @@ from . import ROOT, chapters, exercises, grading
 # COURSE_SELFCHECK_SHARD=I/K: this process checks part I of K (tests/test_graders.py), in its own folder.
 SHARD = os.environ.get("COURSE_SELFCHECK_SHARD", "0/1")
 SELFCHECK = ROOT / ".build" / "selfcheck" / ("" if SHARD == "0/1" else "part-" + SHARD.replace("/", "-of-"))
+if os.environ.get("COURSE_SELFCHECK_DIR"):  # several self-checks side by side, each in its own folder
+    SELFCHECK = Path(os.environ["COURSE_SELFCHECK_DIR"])
 GPU = torch.cuda.is_available()
 
 

@@ -325,13 +325,15 @@ __device__ __forceinline__ Pack<scalar_t, V> load_pack(const scalar_t* __restric
   return r;
 }
 
-// Forward: a thread owns V neighbouring channels of one output pixel (V = kV
-// when C is a multiple of it and the pointers are 16-byte aligned, else 1);
-// its four taps are four V-wide loads.
+// Forward: a thread owns V neighbouring channels of one output column (V = kV
+// when C is a multiple of it and the pointers are 16-byte aligned, else 1) in
+// kRows consecutive output rows of one image. As in the NCHW kernel, its
+// column taps are computed once and the two input rows it blends, already
+// sampled along W, stay in registers while the output rows read them.
 template <typename scalar_t, int V>
 __global__ void __launch_bounds__(kThreads) forward_nhwc_kernel(
-    const scalar_t* __restrict__ x, scalar_t* __restrict__ out, int64_t rows, int64_t C, int64_t H_in,
-    int64_t W_in, int64_t H_out, int64_t W_out, opmath_type<scalar_t> rh, opmath_type<scalar_t> rw, Mode mode) {
+    const scalar_t* __restrict__ x, scalar_t* __restrict__ out, int64_t N, int64_t C, int64_t H_in, int64_t W_in,
+    int64_t H_out, int64_t W_out, opmath_type<scalar_t> rh, opmath_type<scalar_t> rw, Mode mode) {
   using T = opmath_type<scalar_t>;
   const int64_t groups = C / V;
   const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;  // (w, channel group)
@@ -340,45 +342,71 @@ __global__ void __launch_bounds__(kThreads) forward_nhwc_kernel(
   }
   const int64_t w = t / groups, c = (t - w * groups) * V;
   const Taps<T> xt = source_taps<T>(w, W_in, rw, mode);
-  for (int64_t row = blockIdx.y; row < rows; row += gridDim.y) {
-    const int64_t n = row / H_out, h = row - n * H_out;
-    const Taps<T> yt = source_taps<T>(h, H_in, rh, mode);
-    const scalar_t* top = x + (n * H_in + yt.i0) * W_in * C + c;
-    const scalar_t* bottom = x + (n * H_in + yt.i1) * W_in * C + c;
-    const Pack<scalar_t, V> a = load_pack<scalar_t, V>(top + xt.i0 * C), b = load_pack<scalar_t, V>(top + xt.i1 * C);
-    const Pack<scalar_t, V> e = load_pack<scalar_t, V>(bottom + xt.i0 * C),
-                            f = load_pack<scalar_t, V>(bottom + xt.i1 * C);
-    Pack<scalar_t, V> r;
+  const int64_t row_in = W_in * C, row_out = W_out * C;  // elements per row of pixels
+  const int64_t chunks = (H_out + kRows - 1) / kRows;    // per image
+  for (int64_t job = blockIdx.y; job < N * chunks; job += gridDim.y) {
+    const int64_t n = job / chunks, h_begin = (job - n * chunks) * kRows;
+    const int64_t h_end = h_begin + kRows < H_out ? h_begin + kRows : H_out;
+    const scalar_t* xn = x + n * H_in * row_in + c;
+    scalar_t* on = out + n * H_out * row_out + w * C + c;
+    T top[V], bottom[V];
+    int64_t row0 = -1, row1 = -1;  // the input rows in top and bottom (none yet)
+    for (int64_t h = h_begin; h < h_end; ++h) {
+      const Taps<T> yt = source_taps<T>(h, H_in, rh, mode);
+      if (yt.i0 != row0 || yt.i1 != row1) {
+        if (yt.i0 == row1) {
 #pragma unroll
-    for (int j = 0; j < V; ++j) {
-      const T upper = (T(1) - xt.l) * static_cast<T>(a.v[j]) + xt.l * static_cast<T>(b.v[j]);
-      const T lower = (T(1) - xt.l) * static_cast<T>(e.v[j]) + xt.l * static_cast<T>(f.v[j]);
-      r.v[j] = static_cast<scalar_t>((T(1) - yt.l) * upper + yt.l * lower);
-    }
-    scalar_t* dst = out + (row * W_out + w) * C + c;
-    if constexpr (V > 1) {
-      store_outputs<scalar_t, V>(dst, r, V, true);
-    } else {
-      dst[0] = r.v[0];
+          for (int j = 0; j < V; ++j) {
+            top[j] = bottom[j];
+          }
+        } else {
+          const Pack<scalar_t, V> a = load_pack<scalar_t, V>(xn + yt.i0 * row_in + xt.i0 * C);
+          const Pack<scalar_t, V> b = load_pack<scalar_t, V>(xn + yt.i0 * row_in + xt.i1 * C);
+#pragma unroll
+          for (int j = 0; j < V; ++j) {
+            top[j] = (T(1) - xt.l) * static_cast<T>(a.v[j]) + xt.l * static_cast<T>(b.v[j]);
+          }
+        }
+        const Pack<scalar_t, V> e = load_pack<scalar_t, V>(xn + yt.i1 * row_in + xt.i0 * C);
+        const Pack<scalar_t, V> f = load_pack<scalar_t, V>(xn + yt.i1 * row_in + xt.i1 * C);
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          bottom[j] = (T(1) - xt.l) * static_cast<T>(e.v[j]) + xt.l * static_cast<T>(f.v[j]);
+        }
+        row0 = yt.i0;
+        row1 = yt.i1;
+      }
+      Pack<scalar_t, V> r;
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        r.v[j] = static_cast<scalar_t>((T(1) - yt.l) * top[j] + yt.l * bottom[j]);
+      }
+      if constexpr (V > 1) {
+        store_outputs<scalar_t, V>(on + h * row_out, r, V, true);
+      } else {
+        on[h * row_out] = r.v[0];
+      }
     }
   }
 }
 
-// Gather: a thread per grad_in value (n, h, w, c), through gather_planes with
-// step = C (one "plane": this channel).
-template <typename scalar_t>
+// Gather: a thread per NC neighbouring channels of one grad_in pixel, through
+// gather_planes with step = C (the "planes" are the channels): the plan
+// lookups and weights serve NC values.
+template <typename scalar_t, int NC>
 __global__ void gather_nhwc_kernel(const scalar_t* __restrict__ grad_out, scalar_t* __restrict__ grad_in,
                                    int64_t rows, int64_t C, AxisPlan<opmath_type<scalar_t>> rows_plan,
                                    AxisPlan<opmath_type<scalar_t>> cols) {
-  const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;  // (w, c)
-  if (t >= cols.in * C) {
+  const int64_t groups = C / NC;
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;  // (w, channel group)
+  if (t >= cols.in * groups) {
     return;
   }
-  const int64_t w = t / C, c = t - w * C;
+  const int64_t w = t / groups, c = (t - w * groups) * NC;
   for (int64_t row = blockIdx.y; row < rows; row += gridDim.y) {
     const int64_t n = row / rows_plan.in, h = row - n * rows_plan.in;
-    gather_planes<1>(grad_out + n * rows_plan.out * cols.out * C + c, 1, grad_in + row * cols.in * C + t, 1, C, h,
-                     w, rows_plan, cols);
+    gather_planes<NC>(grad_out + n * rows_plan.out * cols.out * C + c, 1, grad_in + (row * cols.in + w) * C + c, 1,
+                      C, h, w, rows_plan, cols);
   }
 }
 
@@ -437,14 +465,14 @@ void upsample_forward_cuda(const torch::stable::Tensor& x, torch::stable::Tensor
     const opmath_t rh = axis_ratio<opmath_t>(g.H_in, g.H_out, g.mode, g.scale_h);
     const opmath_t rw = axis_ratio<opmath_t>(g.W_in, g.W_out, g.mode, g.scale_w);
     if (g.channels_last) {
-      const int64_t C = g.channels, rows = g.planes / C * g.H_out;
+      const int64_t C = g.channels, N = g.planes / C;
       // 16-byte loads and stores need C a multiple of V and aligned tensors.
       const bool vector = C % V == 0 && reinterpret_cast<uintptr_t>(x.const_data_ptr()) % 16 == 0 &&
                           reinterpret_cast<uintptr_t>(out.data_ptr()) % 16 == 0;
-      const Launch l = launch_rows(g.W_out * (vector ? C / V : C), rows);
+      const Launch l = launch_rows(g.W_out * (vector ? C / V : C), N * ((g.H_out + kRows - 1) / kRows));
       auto kernel = vector ? forward_nhwc_kernel<scalar_t, V> : forward_nhwc_kernel<scalar_t, 1>;
-      kernel<<<l.grid, l.block, 0, stream>>>(x.const_data_ptr<scalar_t>(), out.mutable_data_ptr<scalar_t>(), rows,
-                                            C, g.H_in, g.W_in, g.H_out, g.W_out, rh, rw, g.mode);
+      kernel<<<l.grid, l.block, 0, stream>>>(x.const_data_ptr<scalar_t>(), out.mutable_data_ptr<scalar_t>(), N, C,
+                                            g.H_in, g.W_in, g.H_out, g.W_out, rh, rw, g.mode);
       STD_CUDA_KERNEL_LAUNCH_CHECK();
       return;
     }
@@ -491,10 +519,14 @@ void upsample_backward_cuda(const torch::stable::Tensor& grad_out, torch::stable
       plan_kernel<opmath_t><<<plan_grid, kThreads, 0, stream>>>(rows, cols, g.mode);
       STD_CUDA_KERNEL_LAUNCH_CHECK();
       if (g.channels_last) {
+        // kV<scalar_t> channels per thread (16 bytes' worth) when C allows it.
         const int64_t C = g.channels, n_rows = g.planes / C * g.H_in;
-        const Launch l = launch_rows(g.W_in * C, n_rows);
-        gather_nhwc_kernel<scalar_t><<<l.grid, l.block, 0, stream>>>(
-            grad_out.const_data_ptr<scalar_t>(), grad_in.mutable_data_ptr<scalar_t>(), n_rows, C, rows, cols);
+        constexpr int NC = kV<scalar_t>;
+        const bool wide = C % NC == 0;
+        const Launch l = launch_rows(g.W_in * (wide ? C / NC : C), n_rows);
+        auto kernel = wide ? gather_nhwc_kernel<scalar_t, NC> : gather_nhwc_kernel<scalar_t, 1>;
+        kernel<<<l.grid, l.block, 0, stream>>>(grad_out.const_data_ptr<scalar_t>(),
+                                              grad_in.mutable_data_ptr<scalar_t>(), n_rows, C, rows, cols);
         STD_CUDA_KERNEL_LAUNCH_CHECK();
         return;
       }

@@ -67,8 +67,15 @@ VARIANTS = [
 
     # --- gather-cuda (csrc/upsample_cuda.cu: gather_planes) ------------------------------------
     Variant("gather-one-plane", "reads the first plane of the group's gradient for every plane in the CUDA gather",
-            "csrc/upsample_cuda.cu", "static_cast<T>(g_row[k * plane_out + dw])",
-            "static_cast<T>(g_row[dw])", cuda_only=True),
+            "csrc/upsample_cuda.cu", "static_cast<T>(g_row[k * plane_out + dw * step])",
+            "static_cast<T>(g_row[dw * step])", cuda_only=True),
+    Variant("gather-ignores-step", "steps between columns by 1 element in the CUDA gather (right for NCHW only)",
+            "csrc/upsample_cuda.cu", "static_cast<T>(g_row[k * plane_out + dw * step])",
+            "static_cast<T>(g_row[k * plane_out + dw])", cuda_only=True),
+    Variant("gather-row-without-step", "steps between rows by cols.out elements in the CUDA gather "
+            "(right for NCHW only)",
+            "csrc/upsample_cuda.cu", "grad_out + dh * cols.out * step;", "grad_out + dh * cols.out;",
+            cuda_only=True),
     Variant("cuda-gather-acc-storage-type", "accumulates the CUDA gather in the storage type",
             "csrc/upsample_cuda.cu", "  T acc[N];", "  scalar_t acc[N];", cuda_only=True),
     Variant("cuda-gather-row-weight-of-w", "weighs grad_out rows by the column index",
