@@ -9,9 +9,10 @@ cells = [
     new_markdown_cell("""# 06 · Bilinear resize: our kernels against F.interpolate
 
 The numbers come from `06_upsample/bench.py`, saved as JSON in `../results/`: one file from an
-H100 (`06_upsample_cuda.json`) and one from a shared 2-core CPU, timed with one thread
-(`06_upsample_cpu.json`, `bench.py --device cpu --threads 1`). Every time is
-a median from `torch.utils.benchmark` after a warm-up (`coursekit.timing.bench`), float32. The
+H100 (`06_upsample_cuda.json`) and one from a shared 2-core CPU, timed with two threads
+(`06_upsample_cpu.json`, `bench.py --device cpu --threads 2`). Every time is
+a median from `torch.utils.benchmark` after a warm-up (`coursekit.timing.bench`); each case names
+its dtype and memory layout, and every contender gets its input in that layout. The
 *floor* is the least a kernel must move (the input read once, the output written once; for the
 backward grad_out read, grad_in written) divided by the copy bandwidth measured in the same run.
 With `COURSE_QUICK=1` the notebook also runs the benchmark at tiny sizes on this machine, to show
@@ -38,38 +39,43 @@ for dev, doc in RESULTS.items():
         subprocess.run(cmd, check=True, cwd=ROOT, capture_output=True, text=True)
         quick = json.loads(Path(tmp, "q.json").read_text())
     print(len(quick["records"]), "quick records, e.g.", {k: quick["records"][0][k] for k in ("name", "mode", "shape", "median_ms")})"""),
-    new_code_cell("""COLORS = {"forward ours": "C0", "forward F.interpolate": "C7", "backward gather": "C2",
-          "backward scatter": "C1", "backward F.interpolate": "C3"}
+    new_code_cell("""COLORS = {"forward ours": "C0", "forward F.interpolate": "C7", "forward torch.compile": "C4",
+          "backward gather": "C2", "backward scatter": "C1", "backward F.interpolate": "C3"}
+
+
+def case_of(r):
+    return (tuple(r["shape"]), r["factor"], r.get("dtype", "float32"), r.get("layout", "nchw"))
 
 
 def plot(dev: str):
+    \"\"\"One panel per case (shape, factor, dtype, layout): half_pixel, each kernel's time and its
+    fraction of the bandwidth floor. The forward+backward rows are in the table below.\"\"\"
     doc = RESULTS[dev]
-    rows = doc["records"]
-    cases = sorted({(tuple(r["shape"]), r["factor"]) for r in rows}, key=lambda c: c[0])
-    fig, axes = plt.subplots(1, len(cases), figsize=(6.5 * len(cases), 4.8), squeeze=False)
-    for ax, (shape, factor) in zip(axes[0], cases):
-        mine = [r for r in rows if tuple(r["shape"]) == shape and r["factor"] == factor]
-        labels, times, colors, floors = [], [], [], []
-        for r in mine:
-            labels.append(f"{r['name']}\\n{r['mode']}")
-            times.append(r["median_ms"])
-            colors.append(COLORS[r["name"]])
-            floors.append(r["floor_ms"])
+    rows = [r for r in doc["records"] if r["mode"] == "half_pixel" and r["name"] in COLORS]
+    cases = list(dict.fromkeys(case_of(r) for r in rows))
+    cols = 3
+    nrows = (len(cases) + cols - 1) // cols
+    fig, axes = plt.subplots(nrows, cols, figsize=(6.2 * cols, 3.6 * nrows), squeeze=False)
+    for ax in axes.flat[len(cases):]:
+        ax.axis("off")
+    for ax, case in zip(axes.flat, cases):
+        mine = [r for r in rows if case_of(r) == case]
         y = range(len(mine))
-        ax.barh(y, times, color=colors)
-        ax.axvline(floors[0], color="k", ls="--", lw=1, label="bandwidth floor")
+        ax.barh(y, [r["median_ms"] for r in mine], color=[COLORS[r["name"]] for r in mine])
+        ax.axvline(mine[0]["floor_ms"], color="k", ls="--", lw=1, label="bandwidth floor")
         for i, r in enumerate(mine):
             ax.text(r["median_ms"], i, f" {r['median_ms']:.3g} ms ({r['fraction_of_floor']:.0%})", va="center", fontsize=7)
-        ax.set_yticks(list(y), labels, fontsize=7)
+        ax.set_yticks(list(y), [r["name"] for r in mine], fontsize=7)
         ax.invert_yaxis()
-        ax.set_xlim(0, 1.3 * max(times))
-        ax.set(xlabel="median time (ms); in brackets: fraction of the bandwidth floor",
-               title=f"{list(shape)} x{factor} -> {mine[0]['out_shape']}")
-        ax.legend(fontsize=8, loc="upper right")
+        ax.set_xlim(0, 1.35 * max(r["median_ms"] for r in mine))
+        shape, factor, dtype, layout = case
+        ax.set_title(f"{list(shape)} x{factor}, {dtype}, {layout}", fontsize=9)
         ax.grid(True, axis="x", alpha=0.3)
+    axes.flat[0].legend(fontsize=7, loc="lower right")
     env = doc["environment"]
-    fig.suptitle(f"bilinear resize, float32, on {env['device_name']} "
-                 f"(copy bandwidth {env['copy_bandwidth_GBps']:.0f} GB/s; torch {env['torch']})")
+    fig.suptitle(f"bilinear resize (half_pixel) on {env['device_name']}: median ms, in brackets the fraction of the "
+                 f"floor (copy bandwidth {env['copy_bandwidth_GBps']:.0f} GB/s; torch {env['torch']}"
+                 f"{'' if dev == 'cuda' else ', ' + str(env.get('threads', '?')) + ' threads'})")
     fig.tight_layout()
     if not QUICK:
         fig.savefig(Path("figures") / f"06_upsample_{dev}.png", dpi=110)
@@ -81,14 +87,17 @@ plot("cuda")"""),
     doc = RESULTS[dev]
     print(doc["environment"]["device_name"])
     for r in doc["records"]:
-        extra = "".join(f"  {k}={r[k]:.2f}x" for k in ("speedup_forward", "speedup_gather", "speedup_scatter") if k in r)
-        print(f"  {str(r['shape']):20s} x{r['factor']}  {r['mode']:14s} {r['name']:24s} {r['median_ms']:9.3f} ms "
-              f"{r['fraction_of_floor']:5.0%} of floor{extra}")
+        print(f"  {str(r['shape']):20s} x{r['factor']:<4} {r.get('dtype', 'float32'):9s} {r.get('layout', 'nchw'):13s} "
+              f"{r['mode']:14s} {r['name']:52s} {r['median_ms']:9.3f} ms {r['fraction_of_floor']:5.0%} of floor")
 
 
 table("cuda")"""),
-    new_markdown_cell("""The speed-ups are printed on the `backward F.interpolate` rows: `speedup_forward` compares the
-two forwards, `speedup_gather` and `speedup_scatter` our backward kernels with PyTorch's."""),
+    new_markdown_cell("""The `forward+backward` rows (first case only) time a training step's two passes through
+autograd; their floor counts both passes' bytes. Under `torch.use_deterministic_algorithms(True)`
+PyTorch's CUDA backward kernel refuses to run (it adds with atomics), so `F.interpolate`
+switches to a decomposition whose backward is an `index_put`: that is the
+`forward+backward F.interpolate deterministic` row. Ours runs the same gather kernel in
+both modes."""),
     new_code_cell("""plot("cpu")
 table("cpu")"""),
 ]

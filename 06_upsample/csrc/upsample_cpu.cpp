@@ -256,7 +256,7 @@ static void backward_kernel_nhwc(const scalar_t* grad_out, scalar_t* grad_in, co
               line[c] += wx * static_cast<opmath_t>(go[c]);
             }
           }
-          const opmath_t wy = rows.weight[rows.offset[h] + (dh - rows.begin[h])];
+          const opmath_t wy = rows.weight[rows.offset[h] + dh - rows.begin[h]];
           for (int64_t c = 0; c < C; ++c) {
             acc[c] += wy * line[c];
           }

@@ -58,7 +58,8 @@ VARIANTS = [
     Variant("cpu-gather-line-storage-type", "sums each gathered grad_out line in the storage type",
             "csrc/upsample_cpu.cpp", "            opmath_t sum = 0;", "            scalar_t sum = 0;"),
     Variant("cpu-gather-acc-not-reset", "does not zero the accumulator between grad_in rows",
-            "csrc/upsample_cpu.cpp", "      std::fill(acc.begin(), acc.end(), opmath_t(0));\n", ""),
+            "csrc/upsample_cpu.cpp",
+            "h = row % g.H_in;\n      std::fill(acc.begin(), acc.end(), opmath_t(0));\n", "h = row % g.H_in;\n"),
     Variant("cpu-gather-first-weight", "uses the range's first row weight for every grad_out row",
             "csrc/upsample_cpu.cpp", "rows.weight[rows.offset[h] + (dh - rows.begin[h])]", "rows.weight[rows.offset[h]]"),
     Variant("cpu-gather-cache-key-without-plane", "keys the line cache by the row alone: the next plane reuses "
@@ -104,9 +105,12 @@ VARIANTS = [
             "out_row[w] = static_cast<scalar_t>(a) * static_cast<scalar_t>(top[w]) + "
             "static_cast<scalar_t>(b) * static_cast<scalar_t>(bottom[w]);"),
     Variant("forward-ignores-strides", "passes a non-contiguous x to the kernels as if it were packed",
-            "csrc/ops.cpp", "const Tensor x = torch::stable::contiguous(x_in);", "const Tensor x = x_in;"),
+            "csrc/ops.cpp",
+            "const Tensor x = torch::stable::contiguous(x_in, nhwc ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous);",
+            "const Tensor x = x_in;"),
     Variant("backward-ignores-grad-out-strides", "passes a non-contiguous grad_out to the kernels as if it were packed",
-            "csrc/ops.cpp", "const Tensor grad_out = torch::stable::contiguous(grad_out_in);",
+            "csrc/ops.cpp", "const Tensor grad_out =\n      torch::stable::contiguous(grad_out_in, nhwc ? "
+            "MemoryFormat::ChannelsLast : MemoryFormat::Contiguous);",
             "const Tensor grad_out = grad_out_in;"),
     Variant("check-size-one-dim", "checks only the first entry of size / input_size",
             "upsample.py", "len(hw) == 2 and hw[0] >= 1 and hw[1] >= 1", "len(hw) == 2 and hw[0] >= 1"),
@@ -137,9 +141,13 @@ VARIANTS = [
             "store_outputs<scalar_t, V>(op + h * H_out, r, n, vector);", cuda_only=True),
     Variant("cuda-row-cache-assumes-step-one", "the CUDA forward reuses its bottom row whenever the rows change "
             "(right when upsampling, wrong when a downsampling step skips input rows)",
-            "csrc/upsample_cuda.cu", "if (yt.i0 == row1) {", "if (row1 >= 0) {", cuda_only=True),
+            "csrc/upsample_cuda.cu", "if (yt.i0 == row1) {  // moved down", "if (row1 >= 0) {  // moved down",
+            cuda_only=True),
     Variant("cuda-forward-blend-storage-type", "blends along H in the storage type in the CUDA forward",
-            "csrc/upsample_cuda.cu", "r.v[j] = static_cast<scalar_t>((T(1) - yt.l) * top[j] + yt.l * bottom[j]);",
+            "csrc/upsample_cuda.cu",
+            "// the blend along H, on the cached row samples\n          r.v[j] = static_cast<scalar_t>((T(1) - yt.l) * "
+            "top[j] + yt.l * bottom[j]);",
+            "// the blend along H, on the cached row samples\n          "
             "r.v[j] = static_cast<scalar_t>(T(1) - yt.l) * static_cast<scalar_t>(top[j]) + "
             "static_cast<scalar_t>(yt.l) * static_cast<scalar_t>(bottom[j]);", cuda_only=True),
     Variant("cuda-vector-stores-any-width", "uses 16-byte stores also when W_out is not a multiple of kV",
