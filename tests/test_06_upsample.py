@@ -685,6 +685,27 @@ def test_gather_is_deterministic(up, device):
         assert_bitwise(bw(grad_out, [64, 64], "half_pixel", "gather"), first, what="gather backward, run again")
 
 
+# A strong upsampling (ranges of about 100 outputs per input index, per axis), in both layouts:
+# long per-pixel sums over grad_out, in NCHW and with step = C.
+STRONG_SHAPES = [((2, 3, 2, 3), (300, 400)), ((1, 8, 3, 2), (250, 190)), ((1, 5, 4, 4), (97, 301))]
+
+
+@pytest.mark.cuda
+@pytest.mark.exercise("gather-cuda")
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("shape, size", STRONG_SHAPES,
+                         ids=[f"C{s[1]}-{s[2]}x{s[3]}-to-{o[0]}x{o[1]}" for s, o in STRONG_SHAPES])
+def test_gather_strong_upsampling_cuda(up, device, dtype, shape, size, mode):
+    if device != "cuda":
+        pytest.skip("the CUDA kernel's test")
+    grad_out = torch.randn(shape[:2] + size, device="cuda", dtype=dtype)
+    ref = ref_backward(grad_out, shape[2:], mode)
+    for name, g in [("NCHW", grad_out), ("channels_last", grad_out.contiguous(memory_format=torch.channels_last))]:
+        with poisoned_empty():
+            grad_in = bw(g, list(shape[2:]), mode, "gather")
+        check(grad_in, ref, f"{mode} gather, {name} grad_out {list(grad_out.shape)} -> {list(shape[2:])}")
+
+
 # ----------------------------------------------------------------------------
 # The chapter as a whole (not graded): scatter, autograd, the operator, bad input.
 

@@ -94,37 +94,45 @@ static void forward_kernel(const scalar_t* x, scalar_t* out, const ResizeGeometr
   });
 }
 
-// Channels-last (NHWC in memory): the C values of a pixel are neighbours, so
-// the innermost loop runs over C (contiguous, vectorised) and a pixel's four
-// taps are found once for all its channels. The arithmetic per value is the
-// NCHW kernel's, in the same order (along W, then along H): the two layouts
-// give the same bits.
+// Channels-last (NHWC in memory): the C values of a pixel are neighbours. The
+// same line cache as in NCHW, with a line of W_out pixels of C values each:
+// an input row is sampled along W once, for all its channels, and the blend
+// along H runs over W_out * C contiguous values. The arithmetic per value is
+// the NCHW kernel's, in the same order: the two layouts give the same bits.
 template <typename scalar_t>
 static void forward_kernel_nhwc(const scalar_t* x, scalar_t* out, const ResizeGeometry& g) {
   using opmath_t = opmath_type<scalar_t>;
   const opmath_t rh = axis_ratio<opmath_t>(g.H_in, g.H_out, g.mode, g.scale_h);
   const opmath_t rw = axis_ratio<opmath_t>(g.W_in, g.W_out, g.mode, g.scale_w);
   const std::vector<Taps<opmath_t>> xtaps = taps_table<opmath_t>(g.W_in, g.W_out, rw, g.mode);
-  const int64_t C = g.channels, N = g.planes / C;
+  const int64_t C = g.channels, N = g.planes / C, length = g.W_out * C;
   const int64_t rows = N * g.H_out;  // output rows (n, h), in memory order
-  const int64_t grain = std::max<int64_t>(1, kGrainElements / (g.W_out * C));
+  const int64_t grain = std::max<int64_t>(1, kGrainElements / length);
   torch::stable::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
+    LineCache<opmath_t> cache(2, length);
     for (int64_t row = begin; row < end; ++row) {
       const int64_t n = row / g.H_out, h = row % g.H_out;
       const Taps<opmath_t> yt = source_taps<opmath_t>(h, g.H_in, rh, g.mode);
-      const scalar_t* top_row = x + (n * g.H_in + yt.i0) * g.W_in * C;
-      const scalar_t* bottom_row = x + (n * g.H_in + yt.i1) * g.W_in * C;
-      scalar_t* out_pixel = out + row * g.W_out * C;
-      for (int64_t w = 0; w < g.W_out; ++w, out_pixel += C) {
-        const Taps<opmath_t>& xt = xtaps[w];
-        const scalar_t *a = top_row + xt.i0 * C, *b = top_row + xt.i1 * C;
-        const scalar_t *c = bottom_row + xt.i0 * C, *d = bottom_row + xt.i1 * C;
-        for (int64_t k = 0; k < C; ++k) {
-          const opmath_t top = (opmath_t(1) - xt.l) * static_cast<opmath_t>(a[k]) + xt.l * static_cast<opmath_t>(b[k]);
-          const opmath_t bottom =
-              (opmath_t(1) - xt.l) * static_cast<opmath_t>(c[k]) + xt.l * static_cast<opmath_t>(d[k]);
-          out_pixel[k] = static_cast<scalar_t>((opmath_t(1) - yt.l) * top + yt.l * bottom);
-        }
+      auto along_w = [&](int64_t r) {  // input row r = n * H_in + i, slot r % 2 as in NCHW
+        return cache.get(r, r % 2, [&](opmath_t* line) {
+          const scalar_t* in_row = x + r * g.W_in * C;
+          for (int64_t w = 0; w < g.W_out; ++w) {
+            const Taps<opmath_t>& xt = xtaps[w];
+            const scalar_t* __restrict__ a = in_row + xt.i0 * C;
+            const scalar_t* __restrict__ b = in_row + xt.i1 * C;
+            opmath_t* __restrict__ dst = line + w * C;
+            for (int64_t k = 0; k < C; ++k) {  // sample_line, for C channels at once
+              dst[k] = (opmath_t(1) - xt.l) * static_cast<opmath_t>(a[k]) + xt.l * static_cast<opmath_t>(b[k]);
+            }
+          }
+        });
+      };
+      const opmath_t* top = along_w(n * g.H_in + yt.i0);
+      const opmath_t* bottom = along_w(n * g.H_in + yt.i1);
+      const opmath_t a = opmath_t(1) - yt.l, b = yt.l;
+      scalar_t* out_row = out + row * length;
+      for (int64_t i = 0; i < length; ++i) {
+        out_row[i] = static_cast<scalar_t>(a * top[i] + b * bottom[i]);
       }
     }
   });
@@ -228,43 +236,48 @@ static void backward_kernel(const scalar_t* grad_out, scalar_t* grad_in, const R
   // END SOLUTION
 }
 
-// The gather in channels-last: a task owns grad_in rows (n, h) and, for each
-// pixel w of them, all C channels at once (the inner loops run along C). The
-// sums are the NCHW kernel's in the same order (along W into `line`, then
-// along H into `acc`), without its line cache: a row's pixels read
-// overlapping windows of grad_out, which stay in the CPU's caches.
+// The gather in channels-last: the NCHW kernel's line cache, with lines of
+// W_in pixels of C values each. Each grad_out row is gathered along W once for
+// all its channels (the innermost loop runs along C), then summed along H over
+// W_in * C contiguous values. The sums are the NCHW kernel's, in the same
+// order: the two layouts give the same bits.
 template <typename scalar_t>
 static void backward_kernel_nhwc(const scalar_t* grad_out, scalar_t* grad_in, const ResizeGeometry& g) {
   using opmath_t = opmath_type<scalar_t>;
   const GatherTable<opmath_t> rows(g.H_in, g.H_out, axis_ratio<opmath_t>(g.H_in, g.H_out, g.mode, g.scale_h), g.mode);
   const GatherTable<opmath_t> cols(g.W_in, g.W_out, axis_ratio<opmath_t>(g.W_in, g.W_out, g.mode, g.scale_w), g.mode);
-  const int64_t C = g.channels, N = g.planes / C;
-  const int64_t grain = std::max<int64_t>(1, kGrainElements / (g.W_in * C));
+  const int64_t C = g.channels, N = g.planes / C, length = g.W_in * C;
+  const int64_t grain = std::max<int64_t>(1, kGrainElements / length);
+  const int64_t slots = std::min<int64_t>(rows.longest, kLineSlots);  // as in NCHW
   torch::stable::parallel_for(0, N * g.H_in, grain, [&](int64_t begin, int64_t end) {
-    std::vector<opmath_t> acc(C), line(C);
+    LineCache<opmath_t> cache(slots, length);
+    std::vector<opmath_t> acc(length);
     for (int64_t row = begin; row < end; ++row) {
       const int64_t n = row / g.H_in, h = row % g.H_in;
-      for (int64_t w = 0; w < g.W_in; ++w) {
-        std::fill(acc.begin(), acc.end(), opmath_t(0));
-        for (int64_t dh = rows.begin[h]; dh < rows.end[h]; ++dh) {
-          std::fill(line.begin(), line.end(), opmath_t(0));
+      std::fill(acc.begin(), acc.end(), opmath_t(0));
+      for (int64_t dh = rows.begin[h]; dh < rows.end[h]; ++dh) {
+        const opmath_t* line = cache.get(n * g.H_out + dh, dh % slots, [&](opmath_t* dst) {
           const scalar_t* go_row = grad_out + (n * g.H_out + dh) * g.W_out * C;
-          for (int64_t k = 0; k < cols.end[w] - cols.begin[w]; ++k) {
-            const opmath_t wx = cols.weight[cols.offset[w] + k];
-            const scalar_t* go = go_row + (cols.begin[w] + k) * C;
-            for (int64_t c = 0; c < C; ++c) {
-              line[c] += wx * static_cast<opmath_t>(go[c]);
+          for (int64_t w = 0; w < g.W_in; ++w) {
+            opmath_t* __restrict__ sum = dst + w * C;
+            std::fill(sum, sum + C, opmath_t(0));
+            for (int64_t k = 0; k < cols.end[w] - cols.begin[w]; ++k) {
+              const opmath_t wx = cols.weight[cols.offset[w] + k];
+              const scalar_t* __restrict__ go = go_row + (cols.begin[w] + k) * C;
+              for (int64_t c = 0; c < C; ++c) {
+                sum[c] += wx * static_cast<opmath_t>(go[c]);
+              }
             }
           }
-          const opmath_t wy = rows.weight[rows.offset[h] + dh - rows.begin[h]];
-          for (int64_t c = 0; c < C; ++c) {
-            acc[c] += wy * line[c];
-          }
+        });
+        const opmath_t wy = rows.weight[rows.offset[h] + (dh - rows.begin[h])];
+        for (int64_t i = 0; i < length; ++i) {
+          acc[i] += wy * line[i];
         }
-        scalar_t* gi = grad_in + (row * g.W_in + w) * C;
-        for (int64_t c = 0; c < C; ++c) {
-          gi[c] = static_cast<scalar_t>(acc[c]);
-        }
+      }
+      scalar_t* gi_row = grad_in + row * length;
+      for (int64_t i = 0; i < length; ++i) {
+        gi_row[i] = static_cast<scalar_t>(acc[i]);  // one rounding, at the end
       }
     }
   });
