@@ -5,11 +5,14 @@
 // The kernels see torch::stable::Tensor (torch/csrc/stable/tensor.h): a handle
 // whose every method is a call through a C function of libtorch (the "shim"),
 // so nothing about at::Tensor's layout is compiled into this library.
+#include <torch/csrc/stable/ops.h>
 #include <torch/csrc/stable/tensor.h>
 #include <torch/headeronly/core/ScalarType.h>
 #include <torch/headeronly/util/BFloat16.h>
 #include <torch/headeronly/util/Exception.h>
 #include <torch/headeronly/util/Half.h>
+
+#include <optional>
 
 #include "upsample.h"
 
@@ -56,6 +59,16 @@ inline void dispatch_floating_types(torch::headeronly::ScalarType dtype, const c
     default:
       STD_TORCH_CHECK(false, name, " not implemented for '", torch::headeronly::toString(dtype), "'");
   }
+}
+
+// A channels-last tensor of shape (N, C, H, W) with strides (HWC, 1, WC, C):
+// (N, H, W, C) packed, viewed with its axes in NCHW order. (at::empty with
+// memory_format=ChannelsLast, which the stable API does not take.)
+inline torch::stable::Tensor new_empty_channels_last(const torch::stable::Tensor& like, int64_t N, int64_t C,
+                                                     int64_t H, int64_t W,
+                                                     std::optional<torch::headeronly::ScalarType> dtype = std::nullopt) {
+  const torch::stable::Tensor nhwc = torch::stable::new_empty(like, {N, H, W, C}, dtype);
+  return torch::stable::transpose(torch::stable::transpose(nhwc, 1, 3), 2, 3);  // (N,C,W,H) -> (N,C,H,W)
 }
 
 void upsample_forward_cpu(const torch::stable::Tensor& x, torch::stable::Tensor& out, const ResizeGeometry& g);

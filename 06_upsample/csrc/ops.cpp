@@ -108,14 +108,6 @@ static bool channels_last_like(const Tensor& t) {
   return true;
 }
 
-// A channels-last tensor of shape (N, C, H, W) with strides (HWC, 1, WC, C):
-// (N, H, W, C) packed, viewed with its axes in NCHW order.
-static Tensor new_empty_channels_last(const Tensor& like, int64_t N, int64_t C, int64_t H, int64_t W,
-                                      std::optional<ScalarType> dtype = std::nullopt) {
-  const Tensor nhwc = torch::stable::new_empty(like, {N, H, W, C}, dtype);
-  return torch::stable::transpose(torch::stable::transpose(nhwc, 1, 3), 2, 3);  // (N,C,W,H) -> (N,C,H,W)
-}
-
 static ResizeGeometry geometry(int64_t planes, int64_t H_in, int64_t W_in, int64_t H_out, int64_t W_out, Mode mode,
                                std::optional<double> scale_h, std::optional<double> scale_w) {
   return {planes, H_in, W_in, H_out, W_out, mode, bounded_scale(scale_h, H_in), bounded_scale(scale_w, W_in)};

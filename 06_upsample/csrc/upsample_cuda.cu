@@ -3,7 +3,7 @@
 // Work decomposition. threadIdx.x / blockIdx.x always run along w, the
 // contiguous axis, so that a warp reads and writes neighbouring elements.
 //
-//   forward:  x -> a group of kV output columns,  y -> a chunk of kRows output rows,  z -> a plane (n, c)
+//   forward:  x -> a group of kV output columns,  y -> a chunk of kRowsNchw rows,     z -> a plane (n, c)
 //   scatter:  x -> an output column w,            y -> an output row h,               z -> a group of kPlanes planes
 //   gather:   x -> an input column,               y -> an input row,                  z -> a group of kPlanes planes
 //   channels-last (all three): x -> (column, channel) with the channel fastest, y -> a row (n, h)
@@ -60,7 +60,7 @@ Launch launch_for(int64_t W, int64_t H, int64_t planes, int planes_per_thread) {
 }
 
 // The forward. A thread owns kV neighbouring output columns (one vector store
-// per row) and kRows consecutive output rows of one plane. Its column taps are
+// per row) and kRowsNchw consecutive output rows of one plane. Its column taps are
 // computed once. Going down its rows, it keeps the two input rows it is
 // blending, already sampled along W (`top`, `bottom`), in registers: when the
 // next output row reads the same input rows it only blends again, and when it
@@ -69,6 +69,12 @@ Launch launch_for(int64_t W, int64_t H, int64_t planes, int planes_per_thread) {
 // drop from 4 per output pixel to about 1.5 (x2) and 1 (x4), counting the two
 // rows each chunk starts with. (The CPU kernel does the same with its line cache.)
 constexpr int kRows = 8;
+// The NCHW forward of 2-byte types takes twice as many: a bfloat16 thread's
+// row is 8 outputs (16 bytes) with 16 scattered 2-byte loads, so per byte it
+// does twice the work of a float thread, and 16 rows share each sampled input
+// row between more outputs. float32 keeps 8 (16 rows made channels-last slower).
+template <typename scalar_t>
+constexpr int kRowsNchw = sizeof(scalar_t) == 2 ? 16 : kRows;
 
 // kV outputs make one 16-byte store: 2 doubles, 4 floats, 8 halves or bfloat16s.
 // (With 4 outputs per thread in every dtype, a bfloat16 thread would move half
@@ -123,10 +129,11 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(
     xt[j] = source_taps<T>(j < n ? w0 + j : w0, W_in, rw, mode);
   }
   const int64_t plane_in = H_in * W_in, plane_out = H_out * W_out;  // 64-bit: planes * plane may pass 2^31
-  const int64_t chunks = (H_out + kRows - 1) / kRows;
+  constexpr int R = kRowsNchw<scalar_t>;
+  const int64_t chunks = (H_out + R - 1) / R;
   for (int64_t c = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; c < chunks;
        c += static_cast<int64_t>(gridDim.y) * blockDim.y) {
-    const int64_t h_begin = c * kRows, h_end = h_begin + kRows < H_out ? h_begin + kRows : H_out;
+    const int64_t h_begin = c * R, h_end = h_begin + R < H_out ? h_begin + R : H_out;
     for (int64_t p = blockIdx.z; p < planes; p += gridDim.z) {
       const scalar_t* xp = x + p * plane_in;
       scalar_t* op = out + p * plane_out + w0;
@@ -476,8 +483,8 @@ void upsample_forward_cuda(const torch::stable::Tensor& x, torch::stable::Tensor
       STD_CUDA_KERNEL_LAUNCH_CHECK();
       return;
     }
-    // Grid: x over groups of V columns, y over chunks of kRows rows, z over planes.
-    const int64_t groups = (g.W_out + V - 1) / V, chunks = (g.H_out + kRows - 1) / kRows;
+    // Grid: x over groups of V columns, y over chunks of kRowsNchw rows, z over planes.
+    const int64_t groups = (g.W_out + V - 1) / V, chunks = (g.H_out + kRowsNchw<scalar_t> - 1) / kRowsNchw<scalar_t>;
     const Launch l = launch_for(groups, chunks, g.planes, 1);
     // Vector stores need every row to start on a V-element boundary: W_out a
     // multiple of V and an aligned output (ours is freshly allocated).
@@ -558,10 +565,7 @@ void upsample_backward_cuda(const torch::stable::Tensor& grad_out, torch::stable
     torch::stable::Tensor acc =
         direct ? grad_in
         : g.channels_last
-            ? torch::stable::transpose(
-                  torch::stable::transpose(
-                      torch::stable::new_empty(grad_in, {N, g.H_in, g.W_in, C}, ScalarType::Float), 1, 3),
-                  2, 3)
+            ? new_empty_channels_last(grad_in, N, C, g.H_in, g.W_in, ScalarType::Float)
             : torch::stable::new_empty(grad_in, {N, C, g.H_in, g.W_in}, ScalarType::Float);
     torch::stable::zero_(acc);  // the atomics add into it (zero_ runs on the current stream)
     if (g.channels_last) {
