@@ -45,10 +45,10 @@ struct Launch {
   dim3 grid, block;
 };
 
-// Threads along W (a multiple of 32, at most 256), the rest of the block along H.
+// Threads along W (a multiple of 32, at most max_tx), the rest of the block along H.
 // W and H count what one thread handles along each axis (pixels, or groups of them).
-Launch launch_for(int64_t W, int64_t H, int64_t planes, int planes_per_thread) {
-  const int tx = static_cast<int>(std::min<int64_t>(kThreads, (W + 31) / 32 * 32));
+Launch launch_for(int64_t W, int64_t H, int64_t planes, int planes_per_thread, int max_tx = kThreads) {
+  const int tx = static_cast<int>(std::min<int64_t>(max_tx, (W + 31) / 32 * 32));
   const int ty = kThreads / tx;
   const int64_t gx = (W + tx - 1) / tx;
   STD_TORCH_CHECK(gx <= std::numeric_limits<int32_t>::max(), "upsample_bilinear2d: W = ", W,
@@ -75,6 +75,15 @@ constexpr int kRows = 8;
 // row between more outputs. float32 keeps 8 (16 rows made channels-last slower).
 template <typename scalar_t>
 constexpr int kRowsNchw = sizeof(scalar_t) == 2 ? 16 : kRows;
+// ...and with 16 rows of 8 outputs a 2-byte thread holds 102 registers: two
+// blocks of 256 threads per SM, too few warps to hide the loads' latency (ncu:
+// 3.7 active warps per scheduler, no warp ready in 42% of cycles). Asking for
+// 3 blocks per SM caps it at 80 (ptxas then spills 128 bytes, and it is still
+// faster): 0.201 -> 0.176 ms in bfloat16 (H100, one A/B run). float32 and
+// double ask for 4 blocks (64 registers, as without a bound): asking for 3, or
+// for 1 (ptxas then took 70), made float32 x2 0.286 ms instead of 0.258.
+template <typename scalar_t>
+constexpr int kMinBlocksNchw = sizeof(scalar_t) == 2 ? 3 : 4;
 
 // kV outputs make one 16-byte store: 2 doubles, 4 floats, 8 halves or bfloat16s.
 // (With 4 outputs per thread in every dtype, a bfloat16 thread would move half
@@ -111,7 +120,7 @@ __device__ __forceinline__ void store_outputs(scalar_t* dst, const Pack<scalar_t
 }
 
 template <typename scalar_t>
-__global__ void __launch_bounds__(kThreads) forward_kernel(
+__global__ void __launch_bounds__(kThreads, kMinBlocksNchw<scalar_t>) forward_kernel(
     const scalar_t* __restrict__ x, scalar_t* __restrict__ out, int64_t planes, int64_t H_in, int64_t W_in,
     int64_t H_out, int64_t W_out, opmath_type<scalar_t> rh, opmath_type<scalar_t> rw, Mode mode,
     bool vector_stores) {
@@ -286,6 +295,14 @@ __device__ __forceinline__ void gather_planes(const scalar_t* __restrict__ grad_
   }
   // END SOLUTION
 }
+
+// The NCHW gather's block: 64 threads along W, 4 input rows. Neighbouring input
+// rows read overlapping grad_out rows (at x2, rows h and h + 1 share two of
+// their four), which a block spanning several rows can find in L1. Measured on
+// the H100 against 256 x 1 in one run: x2 0.319 -> 0.307 ms, RGB 1080p 0.099 ->
+// 0.094 ms, x4 no change; 32 x 8 and 128 x 2 no better, and channels-last
+// blocks of 2, 4 or 8 rows no faster. So L2 re-reads were not what bounds it.
+constexpr int kGatherWidth = 64;
 
 template <typename scalar_t, int kPlanes>
 __global__ void gather_kernel(const scalar_t* __restrict__ grad_out, scalar_t* __restrict__ grad_in, int64_t planes,
@@ -543,7 +560,7 @@ void upsample_backward_cuda(const torch::stable::Tensor& grad_out, torch::stable
       // is summed one plane at a time.
       auto launch = [&](auto planes_tag) {
         constexpr int kPlanes = decltype(planes_tag)::value;
-        const Launch l = launch_for(g.W_in, g.H_in, g.planes, kPlanes);
+        const Launch l = launch_for(g.W_in, g.H_in, g.planes, kPlanes, kGatherWidth);
         gather_kernel<scalar_t, kPlanes><<<l.grid, l.block, 0, stream>>>(
             grad_out.const_data_ptr<scalar_t>(), grad_in.mutable_data_ptr<scalar_t>(), g.planes, rows, cols);
         STD_CUDA_KERNEL_LAUNCH_CHECK();
