@@ -103,6 +103,18 @@ def test_poisoning_reaches_cpp():
 
 # ---------------------------------------------------------------------------- gelu-derivative
 
+@pytest.fixture(params=["vector", "plain"])
+def gelu_loops(request, ext, device):
+    """The CPU GELU has two loops: the vector ones (AVX2 or AVX-512, where the CPU has them) and
+    the plain one (one value at a time, for CPUs without AVX2). Both are graded: "plain" switches
+    the vector loops off for the test (a CPU without them runs the plain loop in both)."""
+    if request.param == "plain" and device != "cpu":
+        pytest.skip("the plain loop is the CPU's")
+    ext.gelu_cpu_loops("plain" if request.param == "plain" else "auto")
+    yield request.param
+    ext.gelu_cpu_loops("auto")
+
+
 # Large |x| (Phi saturates at 0 or 1, phi underflows to 0), zero, tiny and ordinary values.
 GELU_VALUES = [-30.0, -8.0, -3.0, -2.0186, -1.0, -0.7518, -1e-3, 0.0, 1e-3, 0.5, 1.0, 2.0186, 3.0, 8.0, 30.0]
 
@@ -120,7 +132,7 @@ def gelu_grad_ref(grad_out, x):
 
 
 @pytest.mark.exercise("gelu-derivative")
-def test_gelu_backward_float64(ext, device):
+def test_gelu_backward_float64(ext, device, gelu_loops):
     """float64 element by element: every constant and every step of gelu'(x) in T, not float."""
     x = gelu_inputs(device, torch.float64)
     grad_out = torch.randn_like(x)
@@ -131,7 +143,7 @@ def test_gelu_backward_float64(ext, device):
 
 @pytest.mark.exercise("gelu-derivative")
 @pytest.mark.parametrize("dtype", LOW, ids=LOW_IDS)
-def test_gelu_backward_rounds_once(ext, device, dtype):
+def test_gelu_backward_rounds_once(ext, device, dtype, gelu_loops):
     """float16/bfloat16: gelu'(x) computed in float and the product rounded once, within 1 ulp."""
     x = gelu_inputs(device, dtype)
     grad_out = (torch.randn(x.shape, dtype=torch.float64) * 4).to(device, dtype)
@@ -142,7 +154,7 @@ def test_gelu_backward_rounds_once(ext, device, dtype):
 
 
 @pytest.mark.exercise("gelu-derivative")
-def test_gelu_backward_float32(ext, device):
+def test_gelu_backward_float32(ext, device, gelu_loops):
     x = gelu_inputs(device, torch.float32)
     grad_out = torch.randn_like(x)
     with poisoned_empty():
@@ -151,7 +163,7 @@ def test_gelu_backward_float32(ext, device):
 
 
 @pytest.mark.exercise("gelu-derivative")
-def test_gelu_derivative_special_values(ext, device):
+def test_gelu_derivative_special_values(ext, device, gelu_loops):
     # gelu'(x) -> 0 for x -> -inf, 1/2 at 0, -> 1 for x -> +inf; Phi(1) + phi(1) at x = 1; its
     # minimum, 0, near x = -0.7518; Phi(-1) - phi(-1) at x = -1.
     x = torch.tensor([-30.0, 0.0, 1.0, 30.0, -1.0], dtype=torch.float64, device=device)
@@ -671,7 +683,7 @@ def test_good_inputs_pass_the_checks(ext, device, dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16, torch.bfloat16], ids=str)
-def test_gelu_forward(ext, device, dtype):
+def test_gelu_forward(ext, device, dtype, gelu_loops):
     x = gelu_inputs(device, dtype)
     with poisoned_empty():
         out = ext.gelu_forward(x)
@@ -728,7 +740,7 @@ def test_gelu_keeps_shape(ext, device):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
-def test_gelu_unaligned(ext, device, dtype):
+def test_gelu_unaligned(ext, device, dtype, gelu_loops):
     # A view starting one element into its storage: the CUDA kernel cannot use 16-byte packs.
     x = (torch.randn(10_001, device=device) * 3).to(dtype)[1:]
     grad_out = torch.randn(10_001, device=device).to(dtype)[1:]

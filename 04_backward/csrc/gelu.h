@@ -12,9 +12,12 @@
 // which pick the right function for each T (std::erf for a float, a vector erf
 // for a vector).
 #include <c10/macros/Macros.h>
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
 
 #include <cmath>
 #include <cstdint>
+#include <string>
 
 namespace at {
 class Tensor;
@@ -46,6 +49,10 @@ C10_HOST_DEVICE inline T gelu_derivative(T x) {
 at::Tensor gelu_forward(const at::Tensor& x);
 at::Tensor gelu_backward(const at::Tensor& grad_out, const at::Tensor& x);
 
+// The CPU loops GELU runs: "auto" (the vector loops where the CPU has them) or
+// "plain" (one value at a time); returns the ones in use now: "avx512", "avx2" or "plain".
+std::string gelu_cpu_loops(const std::string& choice);
+
 void gelu_forward_cpu(const at::Tensor& x, at::Tensor& out);
 void gelu_backward_cpu(const at::Tensor& grad_out, const at::Tensor& x, at::Tensor& grad_in);
 #ifdef WITH_CUDA
@@ -53,10 +60,24 @@ void gelu_forward_cuda(const at::Tensor& x, at::Tensor& out);
 void gelu_backward_cuda(const at::Tensor& grad_out, const at::Tensor& x, at::Tensor& grad_in);
 #endif
 
-// The vectorised CPU loops (gelu_cpu_vec.cpp): [begin, end) of a float32 or float64
-// tensor. They exist only where the CPU can run them; gelu_cpu_vec_available() says so.
-bool gelu_cpu_vec_available();
-void gelu_forward_cpu_vec(const float* x, float* out, int64_t begin, int64_t end);
-void gelu_forward_cpu_vec(const double* x, double* out, int64_t begin, int64_t end);
-void gelu_backward_cpu_vec(const float* grad, const float* x, float* grad_in, int64_t begin, int64_t end);
-void gelu_backward_cpu_vec(const double* grad, const double* x, double* grad_in, int64_t begin, int64_t end);
+// The vectorised CPU loops (gelu_cpu_vec.cpp): [begin, end) of a tensor of any of the
+// four types, compiled for AVX2 + FMA (gelu_avx2) and for AVX-512 (gelu_avx512).
+// Each exists only where the CPU can run it; available() says so.
+#define GELU_VEC_LOOPS                                                                                     \
+  bool available();                                                                                        \
+  void forward(const float* x, float* out, int64_t begin, int64_t end);                                   \
+  void forward(const double* x, double* out, int64_t begin, int64_t end);                                 \
+  void forward(const c10::Half* x, c10::Half* out, int64_t begin, int64_t end);                           \
+  void forward(const c10::BFloat16* x, c10::BFloat16* out, int64_t begin, int64_t end);                   \
+  void backward(const float* grad, const float* x, float* grad_in, int64_t begin, int64_t end);           \
+  void backward(const double* grad, const double* x, double* grad_in, int64_t begin, int64_t end);        \
+  void backward(const c10::Half* grad, const c10::Half* x, c10::Half* grad_in, int64_t begin, int64_t end); \
+  void backward(const c10::BFloat16* grad, const c10::BFloat16* x, c10::BFloat16* grad_in, int64_t begin,   \
+                int64_t end);
+namespace gelu_avx2 {
+GELU_VEC_LOOPS
+}
+namespace gelu_avx512 {
+GELU_VEC_LOOPS
+}
+#undef GELU_VEC_LOOPS

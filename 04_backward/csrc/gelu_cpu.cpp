@@ -8,7 +8,8 @@
 #include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
 
-#include <type_traits>
+#include <atomic>
+#include <string>
 
 static void check_gelu_input(const at::Tensor& x, const char* name) {
   // Named one by one: at::isFloatingType would also let the float8 types through.
@@ -61,35 +62,50 @@ at::Tensor gelu_backward(const at::Tensor& grad_out_in, const at::Tensor& x_in) 
   return grad_in;
 }
 
-// float and double go through the vectorised loops of gelu_cpu_vec.cpp where the CPU
-// has AVX2 and FMA (asked once); float16 and bfloat16, and CPUs without them, take
-// the plain loop below: one value at a time, in opmath_t, rounded once.
-static bool use_vec_loops() {
-  static const bool available = gelu_cpu_vec_available();
-  return available;
+// Every type goes through the vectorised loops of gelu_cpu_vec.cpp, for the widest
+// instruction set the CPU has (asked once): AVX-512, else AVX2 + FMA. CPUs with
+// neither take the plain loop below: one value at a time, in opmath_t, rounded once
+// (the vector loops do the same, 8 or 16 at a time).
+enum class VecLoops { None, Avx2, Avx512 };
+
+// gelu_cpu_loops("plain") switches the vector loops off, so that the tests can grade
+// the plain loop on a CPU that has AVX2 too.
+static std::atomic<bool> plain_only{false};
+
+static VecLoops vec_loops() {
+  static const VecLoops loops = gelu_avx512::available() ? VecLoops::Avx512
+                                : gelu_avx2::available() ? VecLoops::Avx2
+                                                         : VecLoops::None;
+  return plain_only.load(std::memory_order_relaxed) ? VecLoops::None : loops;
 }
 
-// [begin, end) by the vector loop if there is one for this type and CPU; false if not.
+std::string gelu_cpu_loops(const std::string& choice) {
+  TORCH_CHECK(choice == "auto" || choice == "plain", "gelu_cpu_loops: \"auto\" or \"plain\", got \"", choice, "\"");
+  plain_only.store(choice == "plain");
+  switch (vec_loops()) {
+    case VecLoops::Avx512: return "avx512";
+    case VecLoops::Avx2: return "avx2";
+    default: return "plain";
+  }
+}
+
+// [begin, end) by a vector loop if this CPU can run one; false if not.
 template <typename scalar_t>
 static bool forward_vec(const scalar_t* in, scalar_t* out, int64_t begin, int64_t end) {
-  if constexpr (std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, double>) {
-    if (use_vec_loops()) {
-      gelu_forward_cpu_vec(in, out, begin, end);
-      return true;
-    }
+  switch (vec_loops()) {
+    case VecLoops::Avx512: gelu_avx512::forward(in, out, begin, end); return true;
+    case VecLoops::Avx2: gelu_avx2::forward(in, out, begin, end); return true;
+    default: return false;
   }
-  return false;
 }
 
 template <typename scalar_t>
 static bool backward_vec(const scalar_t* grad, const scalar_t* in, scalar_t* grad_in, int64_t begin, int64_t end) {
-  if constexpr (std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, double>) {
-    if (use_vec_loops()) {
-      gelu_backward_cpu_vec(grad, in, grad_in, begin, end);
-      return true;
-    }
+  switch (vec_loops()) {
+    case VecLoops::Avx512: gelu_avx512::backward(grad, in, grad_in, begin, end); return true;
+    case VecLoops::Avx2: gelu_avx2::backward(grad, in, grad_in, begin, end); return true;
+    default: return false;
   }
-  return false;
 }
 
 void gelu_forward_cpu(const at::Tensor& x, at::Tensor& out) {

@@ -1,7 +1,7 @@
 // Chapter 04 warm-up: the GELU CPU loops, vectorised with at::vec::Vectorized.
 //
 // F.gelu on a CPU runs PyTorch's own loop over Vectorized<float>: 8 floats per
-// AVX2 instruction, with a vector erf and exp. PyTorch compiles that loop
+// AVX2 instruction (16 with AVX-512), with a vector erf and exp. PyTorch compiles that loop
 // several times (default, AVX2, AVX-512) and picks one when it starts, by what
 // the CPU can do. An extension is compiled once, with flags that must run on any
 // x86-64 CPU, so it gets no AVX2 unless it asks. This file asks, for itself
@@ -11,15 +11,29 @@
 // (another compiler, another architecture) the functions below are never called
 // and gelu_cpu.cpp runs its plain loop.
 //
+// It is compiled twice: here for AVX2 + FMA (namespace gelu_avx2), and once more
+// by gelu_cpu_vec512.cpp, which sets GELU_VEC_ISA to 512 and includes this file,
+// for AVX-512 (gelu_avx512), 16 floats per instruction, as PyTorch's own loop
+// gets on a CPU that has it. gelu_cpu.cpp runs the widest one the CPU can.
+//
 // CPU_CAPABILITY names the namespace the Vectorized types live in
-// (at::vec::AVX2::Vectorized<float> here): the same name PyTorch gives its own
-// AVX2 build, and a different one from any other file of this extension.
+// (at::vec::AVX2::Vectorized<float>, at::vec::AVX512::...): the same names
+// PyTorch gives its own builds, and different ones from any other file of this
+// extension.
+#ifndef GELU_VEC_ISA
+#define GELU_VEC_ISA 2  // AVX2
+#endif
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(CPU_CAPABILITY)
-#define GELU_VEC_AVX2 1
+#define GELU_VEC 1
+#if GELU_VEC_ISA == 512
+#pragma GCC target("avx,avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")
+#else
 #pragma GCC target("avx,avx2,fma,f16c")
-// The pragma lets the compiler emit AVX2 code; the headers that choose their
-// AVX2 versions (ATen's Vectorized, the SLEEF vector math it calls) look for
-// the macros that -mavx2 -mfma -mf16c would define, which the pragma does not.
+#endif
+// The pragma lets the compiler emit these instructions; the headers that choose
+// their versions by instruction set (ATen's Vectorized, the SLEEF vector math it
+// calls) look for the macros that -mavx2 -mfma -mf16c (-mavx512f ...) would
+// define, which the pragma does not.
 #ifndef __AVX__
 #define __AVX__ 1
 #endif
@@ -32,8 +46,26 @@
 #ifndef __F16C__
 #define __F16C__ 1
 #endif
+#if GELU_VEC_ISA == 512
+#ifndef __AVX512F__
+#define __AVX512F__ 1
+#endif
+#ifndef __AVX512BW__
+#define __AVX512BW__ 1
+#endif
+#ifndef __AVX512VL__
+#define __AVX512VL__ 1
+#endif
+#ifndef __AVX512DQ__
+#define __AVX512DQ__ 1
+#endif
+#define CPU_CAPABILITY AVX512
+#define CPU_CAPABILITY_AVX512
+#else
 #define CPU_CAPABILITY AVX2
 #define CPU_CAPABILITY_AVX2
+#endif
+#include <ATen/cpu/vec/functional.h>  // convert_to_float / convert_from_float (float16, bfloat16)
 #include <ATen/cpu/vec/vec.h>
 
 using at::vec::Vectorized;
@@ -49,10 +81,22 @@ static inline Vectorized<double> gelu_exp(const Vectorized<double>& x) { return 
 
 #include "gelu.h"
 
-#ifdef GELU_VEC_AVX2
+#if GELU_VEC_ISA == 512
+namespace gelu_avx512 {
+#else
+namespace gelu_avx2 {
+#endif
 
-bool gelu_cpu_vec_available() {
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#ifdef GELU_VEC
+
+bool available() {
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#if GELU_VEC_ISA == 512
+  return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+#else
+  return avx2;
+#endif
 }
 
 // Whole vectors first; the last (end - begin) % size values with a partial load
@@ -84,21 +128,78 @@ static void backward_loop(const scalar_t* grad, const scalar_t* x, scalar_t* gra
   }
 }
 
-void gelu_forward_cpu_vec(const float* x, float* out, int64_t begin, int64_t end) { forward_loop(x, out, begin, end); }
-void gelu_forward_cpu_vec(const double* x, double* out, int64_t begin, int64_t end) { forward_loop(x, out, begin, end); }
-void gelu_backward_cpu_vec(const float* g, const float* x, float* gi, int64_t begin, int64_t end) {
+// float16 and bfloat16: a vector of 16 is widened into two vectors of 8 floats,
+// computed in float (the opmath type, as in the plain loop) and rounded once.
+template <typename half_t>
+static void forward_loop_reduced(const half_t* x, half_t* out, int64_t begin, int64_t end) {
+  using Vec = Vectorized<half_t>;
+  using Float = Vectorized<float>;
+  auto one = [](const Vec& v) {
+    const auto [lo, hi] = at::vec::convert_to_float<half_t>(v);
+    return at::vec::convert_from_float<half_t>(gelu_value<Float>(lo), gelu_value<Float>(hi));
+  };
+  int64_t i = begin;
+  for (; i + Vec::size() <= end; i += Vec::size()) {
+    one(Vec::loadu(x + i)).store(out + i);
+  }
+  if (i < end) {
+    const int rest = static_cast<int>(end - i);
+    one(Vec::loadu(x + i, rest)).store(out + i, rest);
+  }
+}
+
+template <typename half_t>
+static void backward_loop_reduced(const half_t* grad, const half_t* x, half_t* grad_in, int64_t begin, int64_t end) {
+  using Vec = Vectorized<half_t>;
+  using Float = Vectorized<float>;
+  auto one = [](const Vec& g, const Vec& v) {
+    const auto [g_lo, g_hi] = at::vec::convert_to_float<half_t>(g);
+    const auto [lo, hi] = at::vec::convert_to_float<half_t>(v);
+    return at::vec::convert_from_float<half_t>(g_lo * gelu_derivative<Float>(lo), g_hi * gelu_derivative<Float>(hi));
+  };
+  int64_t i = begin;
+  for (; i + Vec::size() <= end; i += Vec::size()) {
+    one(Vec::loadu(grad + i), Vec::loadu(x + i)).store(grad_in + i);
+  }
+  if (i < end) {
+    const int rest = static_cast<int>(end - i);
+    one(Vec::loadu(grad + i, rest), Vec::loadu(x + i, rest)).store(grad_in + i, rest);
+  }
+}
+
+void forward(const float* x, float* out, int64_t begin, int64_t end) { forward_loop(x, out, begin, end); }
+void forward(const double* x, double* out, int64_t begin, int64_t end) { forward_loop(x, out, begin, end); }
+void backward(const float* g, const float* x, float* gi, int64_t begin, int64_t end) {
   backward_loop(g, x, gi, begin, end);
 }
-void gelu_backward_cpu_vec(const double* g, const double* x, double* gi, int64_t begin, int64_t end) {
+void backward(const double* g, const double* x, double* gi, int64_t begin, int64_t end) {
   backward_loop(g, x, gi, begin, end);
+}
+void forward(const c10::Half* x, c10::Half* out, int64_t begin, int64_t end) {
+  forward_loop_reduced(x, out, begin, end);
+}
+void forward(const c10::BFloat16* x, c10::BFloat16* out, int64_t begin, int64_t end) {
+  forward_loop_reduced(x, out, begin, end);
+}
+void backward(const c10::Half* g, const c10::Half* x, c10::Half* gi, int64_t begin, int64_t end) {
+  backward_loop_reduced(g, x, gi, begin, end);
+}
+void backward(const c10::BFloat16* g, const c10::BFloat16* x, c10::BFloat16* gi, int64_t begin, int64_t end) {
+  backward_loop_reduced(g, x, gi, begin, end);
 }
 
 #else  // no vector loops in this build: gelu_cpu.cpp keeps its plain loop
 
-bool gelu_cpu_vec_available() { return false; }
-void gelu_forward_cpu_vec(const float*, float*, int64_t, int64_t) {}
-void gelu_forward_cpu_vec(const double*, double*, int64_t, int64_t) {}
-void gelu_backward_cpu_vec(const float*, const float*, float*, int64_t, int64_t) {}
-void gelu_backward_cpu_vec(const double*, const double*, double*, int64_t, int64_t) {}
+bool available() { return false; }
+void forward(const float*, float*, int64_t, int64_t) {}
+void forward(const double*, double*, int64_t, int64_t) {}
+void backward(const float*, const float*, float*, int64_t, int64_t) {}
+void backward(const double*, const double*, double*, int64_t, int64_t) {}
+void forward(const c10::Half*, c10::Half*, int64_t, int64_t) {}
+void forward(const c10::BFloat16*, c10::BFloat16*, int64_t, int64_t) {}
+void backward(const c10::Half*, const c10::Half*, c10::Half*, int64_t, int64_t) {}
+void backward(const c10::BFloat16*, const c10::BFloat16*, c10::BFloat16*, int64_t, int64_t) {}
 
 #endif
+
+}  // namespace
