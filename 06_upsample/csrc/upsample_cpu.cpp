@@ -114,13 +114,13 @@ static void forward_kernel_nhwc(const scalar_t* x, scalar_t* out, const ResizeGe
       const int64_t n = row / g.H_out, h = row % g.H_out;
       const Taps<opmath_t> yt = source_taps<opmath_t>(h, g.H_in, rh, g.mode);
       auto along_w = [&](int64_t r) {  // input row r = n * H_in + i, slot r % 2 as in NCHW
-        return cache.get(r, r % 2, [&](opmath_t* line) {
+        return cache.get(r, r % 2, [&](opmath_t* dst_row) {
           const scalar_t* in_row = x + r * g.W_in * C;
           for (int64_t w = 0; w < g.W_out; ++w) {
             const Taps<opmath_t>& xt = xtaps[w];
             const scalar_t* __restrict__ a = in_row + xt.i0 * C;
             const scalar_t* __restrict__ b = in_row + xt.i1 * C;
-            opmath_t* __restrict__ dst = line + w * C;
+            opmath_t* __restrict__ dst = dst_row + w * C;
             for (int64_t k = 0; k < C; ++k) {  // sample_line, for C channels at once
               dst[k] = (opmath_t(1) - xt.l) * static_cast<opmath_t>(a[k]) + xt.l * static_cast<opmath_t>(b[k]);
             }
@@ -248,13 +248,13 @@ static void backward_kernel_nhwc(const scalar_t* grad_out, scalar_t* grad_in, co
   const GatherTable<opmath_t> cols(g.W_in, g.W_out, axis_ratio<opmath_t>(g.W_in, g.W_out, g.mode, g.scale_w), g.mode);
   const int64_t C = g.channels, N = g.planes / C, length = g.W_in * C;
   const int64_t grain = std::max<int64_t>(1, kGrainElements / length);
-  const int64_t slots = std::min<int64_t>(rows.longest, kLineSlots);  // as in NCHW
+  const int64_t slots = std::min<int64_t>(kLineSlots, rows.longest);  // as in NCHW
   torch::stable::parallel_for(0, N * g.H_in, grain, [&](int64_t begin, int64_t end) {
     LineCache<opmath_t> cache(slots, length);
     std::vector<opmath_t> acc(length);
     for (int64_t row = begin; row < end; ++row) {
       const int64_t n = row / g.H_in, h = row % g.H_in;
-      std::fill(acc.begin(), acc.end(), opmath_t(0));
+      std::fill(acc.begin(), acc.end(), opmath_t(0));  // a fresh sum for each row
       for (int64_t dh = rows.begin[h]; dh < rows.end[h]; ++dh) {
         const opmath_t* line = cache.get(n * g.H_out + dh, dh % slots, [&](opmath_t* dst) {
           const scalar_t* go_row = grad_out + (n * g.H_out + dh) * g.W_out * C;
@@ -270,7 +270,7 @@ static void backward_kernel_nhwc(const scalar_t* grad_out, scalar_t* grad_in, co
             }
           }
         });
-        const opmath_t wy = rows.weight[rows.offset[h] + (dh - rows.begin[h])];
+        const opmath_t wy = rows.weight[rows.offset[h] + dh - rows.begin[h]];
         for (int64_t i = 0; i < length; ++i) {
           acc[i] += wy * line[i];
         }
