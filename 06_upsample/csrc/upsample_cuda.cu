@@ -304,6 +304,14 @@ __device__ __forceinline__ void gather_planes(const scalar_t* __restrict__ grad_
 // blocks of 2, 4 or 8 rows no faster. So L2 re-reads were not what bounds it.
 constexpr int kGatherWidth = 64;
 
+// Planes per thread in the NCHW gather: each tap's weight is computed once for
+// that many values. 2-byte types take 16: bf16 x2 0.252 -> 0.198 ms (H100, one
+// A/B run); 16 made float32 slower in an earlier A/B run, so it keeps 8. (The
+// channels-last gather's kV channels per thread was the fastest of 1, 2, kV,
+// 2 kV and 4 kV.)
+template <typename scalar_t>
+constexpr int kGatherPlanes = sizeof(scalar_t) == 2 ? 16 : 8;
+
 template <typename scalar_t, int kPlanes>
 __global__ void gather_kernel(const scalar_t* __restrict__ grad_out, scalar_t* __restrict__ grad_in, int64_t planes,
                               AxisPlan<opmath_type<scalar_t>> rows, AxisPlan<opmath_type<scalar_t>> cols) {
@@ -555,9 +563,9 @@ void upsample_backward_cuda(const torch::stable::Tensor& grad_out, torch::stable
         return;
       }
       // A thread sums kPlanes planes at once: the plan lookups and weights are
-      // shared, and kPlanes independent loads are in flight per step. Up to 8,
-      // and no more than there are planes (an RGB image has 3): a remainder
-      // is summed one plane at a time.
+      // shared, and kPlanes independent loads are in flight per step. Up to 8
+      // (16 for 2-byte types), and no more than there are planes (an RGB image
+      // has 3): a remainder is summed one plane at a time.
       auto launch = [&](auto planes_tag) {
         constexpr int kPlanes = decltype(planes_tag)::value;
         const Launch l = launch_for(g.W_in, g.H_in, g.planes, kPlanes, kGatherWidth);
@@ -565,6 +573,10 @@ void upsample_backward_cuda(const torch::stable::Tensor& grad_out, torch::stable
             grad_out.const_data_ptr<scalar_t>(), grad_in.mutable_data_ptr<scalar_t>(), g.planes, rows, cols);
         STD_CUDA_KERNEL_LAUNCH_CHECK();
       };
+      constexpr int kMost = kGatherPlanes<scalar_t>;
+      if (kMost > 8 && g.planes >= kMost) {
+        return launch(std::integral_constant<int, kMost>{});
+      }
       switch (g.planes < 8 ? g.planes : 8) {
         case 1: return launch(std::integral_constant<int, 1>{});
         case 2: return launch(std::integral_constant<int, 2>{});
