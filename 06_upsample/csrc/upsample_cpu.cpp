@@ -59,6 +59,10 @@ class LineCache {
   std::vector<T> data_;
 };
 
+// The forward, in either layout. NCHW is planes x H x W; channels-last is
+// N x H x W x C, whose rows hold W pixels of C values each. NCHW is the case
+// C = 1 (and N = planes): one kernel serves both, and the two layouts give the
+// same bits.
 template <typename scalar_t>
 static void forward_kernel(const scalar_t* x, scalar_t* out, const ResizeGeometry& g) {
   // opmath_t is float for float16/bfloat16 (their arithmetic is done in float), else scalar_t.
@@ -66,63 +70,30 @@ static void forward_kernel(const scalar_t* x, scalar_t* out, const ResizeGeometr
   const opmath_t rh = axis_ratio<opmath_t>(g.H_in, g.H_out, g.mode, g.scale_h);
   const opmath_t rw = axis_ratio<opmath_t>(g.W_in, g.W_out, g.mode, g.scale_w);
   const std::vector<Taps<opmath_t>> xtaps = taps_table<opmath_t>(g.W_in, g.W_out, rw, g.mode);
-  const int64_t rows = g.planes * g.H_out;  // output rows of all planes, in memory order
-  const int64_t grain = std::max<int64_t>(1, kGrainElements / g.W_out);
-  torch::stable::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
-    // Input row r (of all planes: r = p * H_in + i) goes to slot r % 2. An
-    // output row needs rows i0 and i0 + 1 (or i0 twice): different slots.
-    LineCache<opmath_t> cache(2, g.W_out);
-    for (int64_t row = begin; row < end; ++row) {
-      const int64_t p = row / g.H_out, h = row % g.H_out;
-      const Taps<opmath_t> yt = source_taps<opmath_t>(h, g.H_in, rh, g.mode);
-      auto along_w = [&](int64_t r) {
-        return cache.get(r, r % 2, [&](opmath_t* line) {
-          const scalar_t* in_row = x + r * g.W_in;
-          for (int64_t w = 0; w < g.W_out; ++w) {
-            line[w] = sample_line<scalar_t, opmath_t>(in_row, xtaps[w]);
-          }
-        });
-      };
-      const opmath_t* top = along_w(p * g.H_in + yt.i0);
-      const opmath_t* bottom = along_w(p * g.H_in + yt.i1);
-      const opmath_t a = opmath_t(1) - yt.l, b = yt.l;
-      scalar_t* out_row = out + row * g.W_out;
-      for (int64_t w = 0; w < g.W_out; ++w) {  // contiguous: the compiler vectorises it
-        out_row[w] = static_cast<scalar_t>(a * top[w] + b * bottom[w]);
-      }
-    }
-  });
-}
-
-// Channels-last (NHWC in memory): the C values of a pixel are neighbours. The
-// same line cache as in NCHW, with a line of W_out pixels of C values each:
-// an input row is sampled along W once, for all its channels, and the blend
-// along H runs over W_out * C contiguous values. The arithmetic per value is
-// the NCHW kernel's, in the same order: the two layouts give the same bits.
-template <typename scalar_t>
-static void forward_kernel_nhwc(const scalar_t* x, scalar_t* out, const ResizeGeometry& g) {
-  using opmath_t = opmath_type<scalar_t>;
-  const opmath_t rh = axis_ratio<opmath_t>(g.H_in, g.H_out, g.mode, g.scale_h);
-  const opmath_t rw = axis_ratio<opmath_t>(g.W_in, g.W_out, g.mode, g.scale_w);
-  const std::vector<Taps<opmath_t>> xtaps = taps_table<opmath_t>(g.W_in, g.W_out, rw, g.mode);
-  const int64_t C = g.channels, N = g.planes / C, length = g.W_out * C;
-  const int64_t rows = N * g.H_out;  // output rows (n, h), in memory order
+  const int64_t C = g.channels_last ? g.channels : 1;  // values per pixel
+  const int64_t length = g.W_out * C;                   // values per output row
+  const int64_t rows = g.planes / C * g.H_out;  // output rows (n, h) of all images, in memory order
   const int64_t grain = std::max<int64_t>(1, kGrainElements / length);
   torch::stable::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
+    // Input row r (of all images: r = n * H_in + i) goes to slot r % 2. An
+    // output row needs rows i0 and i0 + 1 (or i0 twice): different slots.
     LineCache<opmath_t> cache(2, length);
     for (int64_t row = begin; row < end; ++row) {
       const int64_t n = row / g.H_out, h = row % g.H_out;
       const Taps<opmath_t> yt = source_taps<opmath_t>(h, g.H_in, rh, g.mode);
-      auto along_w = [&](int64_t r) {  // input row r = n * H_in + i, slot r % 2 as in NCHW
-        return cache.get(r, r % 2, [&](opmath_t* dst_row) {
+      auto along_w = [&](int64_t r) {
+        return cache.get(r, r % 2, [&](opmath_t* line) {
           const scalar_t* in_row = x + r * g.W_in * C;
-          for (int64_t w = 0; w < g.W_out; ++w) {
-            const Taps<opmath_t>& xt = xtaps[w];
-            const scalar_t* __restrict__ a = in_row + xt.i0 * C;
-            const scalar_t* __restrict__ b = in_row + xt.i1 * C;
-            opmath_t* __restrict__ dst = dst_row + w * C;
-            for (int64_t k = 0; k < C; ++k) {  // sample_line, for C channels at once
-              dst[k] = (opmath_t(1) - xt.l) * static_cast<opmath_t>(a[k]) + xt.l * static_cast<opmath_t>(b[k]);
+          if (C == 1) {
+            for (int64_t w = 0; w < g.W_out; ++w) {
+              line[w] = sample_line<scalar_t, opmath_t>(in_row, xtaps[w]);
+            }
+            return;
+          }
+          for (int64_t w = 0; w < g.W_out; ++w) {  // channels-last: C channels at once, contiguous
+            const Taps<opmath_t> xt{xtaps[w].i0 * C, xtaps[w].i1 * C, xtaps[w].l};
+            for (int64_t k = 0; k < C; ++k) {
+              line[w * C + k] = sample_line<scalar_t, opmath_t>(in_row + k, xt);
             }
           }
         });
@@ -131,7 +102,7 @@ static void forward_kernel_nhwc(const scalar_t* x, scalar_t* out, const ResizeGe
       const opmath_t* bottom = along_w(n * g.H_in + yt.i1);
       const opmath_t a = opmath_t(1) - yt.l, b = yt.l;
       scalar_t* out_row = out + row * length;
-      for (int64_t i = 0; i < length; ++i) {
+      for (int64_t i = 0; i < length; ++i) {  // contiguous: the compiler vectorises it
         out_row[i] = static_cast<scalar_t>(a * top[i] + b * bottom[i]);
       }
     }
@@ -141,11 +112,7 @@ static void forward_kernel_nhwc(const scalar_t* x, scalar_t* out, const ResizeGe
 void upsample_forward_cpu(const torch::stable::Tensor& x, torch::stable::Tensor& out, const ResizeGeometry& g) {
   dispatch_floating_types(x.scalar_type(), "upsample_forward_cpu", [&](auto tag) {
     using scalar_t = typename decltype(tag)::type;
-    if (g.channels_last) {
-      forward_kernel_nhwc<scalar_t>(x.const_data_ptr<scalar_t>(), out.mutable_data_ptr<scalar_t>(), g);
-    } else {
-      forward_kernel<scalar_t>(x.const_data_ptr<scalar_t>(), out.mutable_data_ptr<scalar_t>(), g);
-    }
+    forward_kernel<scalar_t>(x.const_data_ptr<scalar_t>(), out.mutable_data_ptr<scalar_t>(), g);
   });
 }
 

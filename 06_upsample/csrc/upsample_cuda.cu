@@ -191,6 +191,19 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksNchw<scalar_t>) forward_ke
 // acc_t is float for float16/bfloat16: an atomicAdd on a 16-bit value would
 // round the running sum to 16 bits after every add, so we accumulate in a
 // float buffer and convert once.
+// The four atomic adds of one grad_out value g, read through the taps yt (along
+// H) and xt (along W). `row` and `pixel` are grad_in's strides in elements: W_in
+// and 1 in NCHW, W_in * C and C in channels-last.
+template <typename acc_t, typename T>
+__device__ __forceinline__ void scatter_taps(acc_t* grad_in, int64_t row, int64_t pixel, const Taps<T>& yt,
+                                             const Taps<T>& xt, T g) {
+  const T top = (T(1) - yt.l) * g, bottom = yt.l * g;
+  atomicAdd(grad_in + yt.i0 * row + xt.i0 * pixel, static_cast<acc_t>((T(1) - xt.l) * top));
+  atomicAdd(grad_in + yt.i0 * row + xt.i1 * pixel, static_cast<acc_t>(xt.l * top));
+  atomicAdd(grad_in + yt.i1 * row + xt.i0 * pixel, static_cast<acc_t>((T(1) - xt.l) * bottom));
+  atomicAdd(grad_in + yt.i1 * row + xt.i1 * pixel, static_cast<acc_t>(xt.l * bottom));
+}
+
 template <typename scalar_t, typename acc_t, int kPlanes>
 __global__ void scatter_kernel(const scalar_t* __restrict__ grad_out, acc_t* __restrict__ grad_in, int64_t planes,
                                int64_t H_in, int64_t W_in, int64_t H_out, int64_t W_out,
@@ -211,12 +224,7 @@ __global__ void scatter_kernel(const scalar_t* __restrict__ grad_out, acc_t* __r
         const int64_t p = p0 + k;
         if (p < planes) {
           const opmath_t g = static_cast<opmath_t>(grad_out[(p * H_out + h) * W_out + w]);
-          acc_t* plane = grad_in + p * H_in * W_in;
-          const opmath_t top = (opmath_t(1) - yt.l) * g, bottom = yt.l * g;
-          atomicAdd(plane + yt.i0 * W_in + xt.i0, static_cast<acc_t>((opmath_t(1) - xt.l) * top));
-          atomicAdd(plane + yt.i0 * W_in + xt.i1, static_cast<acc_t>(xt.l * top));
-          atomicAdd(plane + yt.i1 * W_in + xt.i0, static_cast<acc_t>((opmath_t(1) - xt.l) * bottom));
-          atomicAdd(plane + yt.i1 * W_in + xt.i1, static_cast<acc_t>(xt.l * bottom));
+          scatter_taps(grad_in + p * H_in * W_in, W_in, 1, yt, xt, g);
         }
       }
     }
@@ -442,7 +450,7 @@ __global__ void gather_nhwc_kernel(const scalar_t* __restrict__ grad_out, scalar
   }
 }
 
-// Scatter: a thread per grad_out value, four atomic adds (see scatter_kernel).
+// Scatter: a thread per grad_out value, four atomic adds (scatter_taps).
 template <typename scalar_t, typename acc_t>
 __global__ void scatter_nhwc_kernel(const scalar_t* __restrict__ grad_out, acc_t* __restrict__ grad_in, int64_t rows,
                                     int64_t C, int64_t H_in, int64_t W_in, int64_t H_out, int64_t W_out,
@@ -458,12 +466,7 @@ __global__ void scatter_nhwc_kernel(const scalar_t* __restrict__ grad_out, acc_t
     const int64_t n = row / H_out, h = row - n * H_out;
     const Taps<opmath_t> yt = source_taps<opmath_t>(h, H_in, rh, mode);
     const opmath_t g = static_cast<opmath_t>(grad_out[row * W_out * C + t]);
-    acc_t* image = grad_in + n * H_in * W_in * C + c;
-    const opmath_t top = (opmath_t(1) - yt.l) * g, bottom = yt.l * g;
-    atomicAdd(image + (yt.i0 * W_in + xt.i0) * C, static_cast<acc_t>((opmath_t(1) - xt.l) * top));
-    atomicAdd(image + (yt.i0 * W_in + xt.i1) * C, static_cast<acc_t>(xt.l * top));
-    atomicAdd(image + (yt.i1 * W_in + xt.i0) * C, static_cast<acc_t>((opmath_t(1) - xt.l) * bottom));
-    atomicAdd(image + (yt.i1 * W_in + xt.i1) * C, static_cast<acc_t>(xt.l * bottom));
+    scatter_taps(grad_in + n * H_in * W_in * C + c, W_in * C, C, yt, xt, g);
   }
 }
 

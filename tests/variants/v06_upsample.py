@@ -88,11 +88,11 @@ VARIANTS = [
             "  const opmath_t rh = axis_ratio<opmath_t>(g.H_in, g.H_out, g.mode, g.scale_h);\n"
             "  const opmath_t rw = axis_ratio<opmath_t>(g.W_in, g.W_out, g.mode, g.scale_w);\n"
             "  const std::vector<Taps<opmath_t>> xtaps = taps_table<opmath_t>(g.W_in, g.W_out, rw, g.mode);\n"
-            "  const int64_t rows = g.planes * g.H_out;",
+            "  const int64_t C = g.channels_last ? g.channels : 1;",
             "  const opmath_t rh = axis_ratio<opmath_t>(g.W_in, g.W_out, g.mode, g.scale_w);\n"
             "  const opmath_t rw = axis_ratio<opmath_t>(g.H_in, g.H_out, g.mode, g.scale_h);\n"
             "  const std::vector<Taps<opmath_t>> xtaps = taps_table<opmath_t>(g.W_in, g.W_out, rw, g.mode);\n"
-            "  const int64_t rows = g.planes * g.H_out;"),
+            "  const int64_t C = g.channels_last ? g.channels : 1;"),
     Variant("weights-swapped", "gives x[i0] the weight l and x[i1] the weight 1 - l",
             "csrc/upsample.h",
             "return (T(1) - t.l) * static_cast<T>(line[t.i0]) + t.l * static_cast<T>(line[t.i1]);",
@@ -101,9 +101,9 @@ VARIANTS = [
             "csrc/upsample_cpu.cpp", "return cache.get(r, r % 2, [&](opmath_t* line) {",
             "return cache.get(r, 0, [&](opmath_t* line) {"),
     Variant("cpu-forward-blend-storage-type", "blends along H in the storage type on the CPU",
-            "csrc/upsample_cpu.cpp", "out_row[w] = static_cast<scalar_t>(a * top[w] + b * bottom[w]);",
-            "out_row[w] = static_cast<scalar_t>(a) * static_cast<scalar_t>(top[w]) + "
-            "static_cast<scalar_t>(b) * static_cast<scalar_t>(bottom[w]);"),
+            "csrc/upsample_cpu.cpp", "out_row[i] = static_cast<scalar_t>(a * top[i] + b * bottom[i]);",
+            "out_row[i] = static_cast<scalar_t>(a) * static_cast<scalar_t>(top[i]) + "
+            "static_cast<scalar_t>(b) * static_cast<scalar_t>(bottom[i]);"),
     Variant("forward-ignores-strides", "passes a non-contiguous x to the kernels as if it were packed",
             "csrc/ops.cpp",
             "const Tensor x = torch::stable::contiguous(x_in, nhwc ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous);",
@@ -153,7 +153,7 @@ VARIANTS = [
     Variant("cuda-vector-stores-any-width", "uses 16-byte stores also when W_out is not a multiple of kV",
             "csrc/upsample_cuda.cu", "g.W_out % V == 0 && reinterpret_cast", "reinterpret_cast", cuda_only=True),
     Variant("scatter-drops-a-tap", "forgets the bottom-right atomicAdd", "csrc/upsample_cuda.cu",
-            "          atomicAdd(plane + yt.i1 * W_in + xt.i1, static_cast<acc_t>(xt.l * bottom));\n", "",
+            "  atomicAdd(grad_in + yt.i1 * row + xt.i1 * pixel, static_cast<acc_t>(xt.l * bottom));\n", "",
             cuda_only=True),
     Variant("eager-skips-checks", "the public forward calls the kernel without checking its arguments: "
             "the kernel's own checks raise RuntimeError, not ValueError or TypeError",
