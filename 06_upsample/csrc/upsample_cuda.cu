@@ -629,16 +629,23 @@ void upsample_backward_cuda(const torch::stable::Tensor& grad_out, torch::stable
       plan_kernel<opmath_t><<<plan_grid, kThreads, 0, stream>>>(rows, cols, g.mode);
       STD_CUDA_KERNEL_LAUNCH_CHECK();
       if (g.channels_last) {
-        // kV<scalar_t> channels per thread (16 bytes' worth) when C allows it.
+        // kV<scalar_t> channels per thread (16 bytes' worth) when C allows
+        // it, else 4, 3 or 2 when they divide C (an RGB pixel's 3 channels
+        // share one thread's plan lookups and weights), else 1.
         const int64_t C = g.channels, n_rows = g.planes / C * g.H_in;
+        auto launch = [&](auto channels_tag) {
+          constexpr int NC = decltype(channels_tag)::value;
+          const Launch l = launch_rows(g.W_in * (C / NC), n_rows);
+          gather_nhwc_kernel<scalar_t, NC><<<l.grid, l.block, 0, stream>>>(
+              grad_out.const_data_ptr<scalar_t>(), grad_in.mutable_data_ptr<scalar_t>(), n_rows, C, rows, cols);
+          STD_CUDA_KERNEL_LAUNCH_CHECK();
+        };
         constexpr int NC = kV<scalar_t>;
-        const bool wide = C % NC == 0;
-        const Launch l = launch_rows(g.W_in * (wide ? C / NC : C), n_rows);
-        auto kernel = wide ? gather_nhwc_kernel<scalar_t, NC> : gather_nhwc_kernel<scalar_t, 1>;
-        kernel<<<l.grid, l.block, 0, stream>>>(grad_out.const_data_ptr<scalar_t>(),
-                                              grad_in.mutable_data_ptr<scalar_t>(), n_rows, C, rows, cols);
-        STD_CUDA_KERNEL_LAUNCH_CHECK();
-        return;
+        if (C % NC == 0) return launch(std::integral_constant<int, NC>{});
+        if (NC > 4 && C % 4 == 0) return launch(std::integral_constant<int, 4>{});
+        if (C % 3 == 0) return launch(std::integral_constant<int, 3>{});
+        if (C % 2 == 0) return launch(std::integral_constant<int, 2>{});
+        return launch(std::integral_constant<int, 1>{});
       }
       // A thread sums kPlanes planes at once: the plan lookups and weights are
       // shared, and kPlanes independent loads are in flight per step. Up to 8
