@@ -6,7 +6,8 @@
 //   forward:  x -> a group of kV output columns,  y -> a chunk of kRowsNchw rows,     z -> a plane (n, c)
 //   scatter:  x -> an output column w,            y -> an output row h,               z -> a group of kPlanes planes
 //   gather:   x -> an input column,               y -> an input row,                  z -> a group of kPlanes planes
-//   channels-last (all three): x -> (column, channel) with the channel fastest, y -> a row (n, h)
+//   channels-last: along a row of pixels with the channel fastest, x -> kV values (forward), a pixel's group
+//   of channels (gather) or one value (scatter); y -> a chunk of kRows rows (forward) or a row (n, h)
 //
 // A thread computes its taps once and reuses them for all the pixels it owns:
 // less index arithmetic per pixel, and several independent loads in flight.
@@ -125,6 +126,43 @@ __device__ __forceinline__ void store_outputs(scalar_t* dst, const Pack<scalar_t
   }
 }
 
+// The walk down a thread's output rows [h_begin, h_end) described above, shared
+// by the forward kernels of both layouts. The thread has V outputs per row,
+// already placed along W (its column taps): sample(row, dst) fills dst with
+// input row `row` sampled at them; store(h, r) writes output row h.
+template <typename scalar_t, int V, typename Sample, typename Store>
+__device__ __forceinline__ void walk_rows(int64_t h_begin, int64_t h_end, int64_t H_in, opmath_type<scalar_t> rh,
+                                          Mode mode, const Sample& sample, const Store& store) {
+  using T = opmath_type<scalar_t>;
+  T top[V], bottom[V];
+  int64_t row0 = -1, row1 = -1;  // the input rows in top and bottom (none yet)
+  for (int64_t h = h_begin; h < h_end; ++h) {
+    const Taps<T> yt = source_taps<T>(h, H_in, rh, mode);
+    // In NCHW, h is the same for the whole warp, so every branch below is taken
+    // by all 32 threads or by none: no divergence.
+    if (yt.i0 != row0 || yt.i1 != row1) {
+      if (yt.i0 == row1) {  // moved down one input row: reuse, don't reload
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          top[j] = bottom[j];
+        }
+      } else {
+        sample(yt.i0, top);
+      }
+      sample(yt.i1, bottom);
+      row0 = yt.i0;
+      row1 = yt.i1;
+    }
+    Pack<scalar_t, V> r;
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      // the blend along H, on the cached row samples
+      r.v[j] = static_cast<scalar_t>((T(1) - yt.l) * top[j] + yt.l * bottom[j]);
+    }
+    store(h, r);
+  }
+}
+
 template <typename scalar_t>
 __global__ void __launch_bounds__(kThreads, kMinBlocksNchw<scalar_t>) forward_kernel(
     const scalar_t* __restrict__ x, scalar_t* __restrict__ out, int64_t planes, int64_t H_in, int64_t W_in,
@@ -152,39 +190,17 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksNchw<scalar_t>) forward_ke
     for (int64_t p = blockIdx.z; p < planes; p += gridDim.z) {
       const scalar_t* xp = x + p * plane_in;
       scalar_t* op = out + p * plane_out + w0;
-      T top[V], bottom[V];
-      int64_t row0 = -1, row1 = -1;  // the input rows in top and bottom (none yet)
-      for (int64_t h = h_begin; h < h_end; ++h) {
-        const Taps<T> yt = source_taps<T>(h, H_in, rh, mode);
-        // h is the same for the whole warp, so every branch below is taken by all
-        // 32 threads or by none: no divergence.
-        if (yt.i0 != row0 || yt.i1 != row1) {
-          if (yt.i0 == row1) {  // moved down one input row: reuse, don't reload
+      walk_rows<scalar_t, V>(
+          h_begin, h_end, H_in, rh, mode,
+          [&](int64_t row, T(&dst)[V]) {
 #pragma unroll
             for (int j = 0; j < V; ++j) {
-              top[j] = bottom[j];
+              dst[j] = sample_line<scalar_t, T>(xp + row * W_in, xt[j]);
             }
-          } else {
-#pragma unroll
-            for (int j = 0; j < V; ++j) {
-              top[j] = sample_line<scalar_t, T>(xp + yt.i0 * W_in, xt[j]);
-            }
-          }
-#pragma unroll
-          for (int j = 0; j < V; ++j) {
-            bottom[j] = sample_line<scalar_t, T>(xp + yt.i1 * W_in, xt[j]);
-          }
-          row0 = yt.i0;
-          row1 = yt.i1;
-        }
-        Pack<scalar_t, V> r;
-#pragma unroll
-        for (int j = 0; j < V; ++j) {
-          // the blend along H, on the cached row samples
-          r.v[j] = static_cast<scalar_t>((T(1) - yt.l) * top[j] + yt.l * bottom[j]);
-        }
-        store_outputs<scalar_t, V>(op + h * W_out, r, n, vector);
-      }
+          },
+          [&](int64_t h, const Pack<scalar_t, V>& r) {
+            store_outputs<scalar_t, V>(op + h * W_out, r, n, vector);
+          });
     }
   }
 }
@@ -367,77 +383,21 @@ __device__ __forceinline__ Pack<scalar_t, V> load_pack(const scalar_t* __restric
   return r;
 }
 
-// Forward: a thread owns V = kV neighbouring channels (16 bytes) of one output
-// column, when C is a multiple of V and the pointers are 16-byte aligned, in
-// kRows consecutive output rows of one image. As in the NCHW kernel, its
-// column taps are computed once and the two input rows it blends, already
-// sampled along W, stay in registers while the output rows read them.
-template <typename scalar_t, int V>
+// Forward: a thread owns V neighbouring values of an output row of pixels
+// (V = kV, 16 bytes) in kRows consecutive output rows of one image, and walks
+// down them as the NCHW kernel does (walk_rows).
+//   kPixel: C is a multiple of V and the tensors are 16-byte aligned, so the V
+//     values are channels of one pixel: one set of column taps, and each tap is
+//     one 16-byte load.
+//   otherwise (an RGB image: C = 3): the V values may belong to different
+//     pixels; each has its own column taps and its own 2-byte or 4-byte loads,
+//     and the row still ends in one 16-byte store when its length allows.
+//     The first version gave such a thread one value: the index arithmetic
+//     and a 4-byte store were paid per value, 41% of the floor on a 1080p RGB
+//     image in float32 (0.101 ms); V values per thread: 68% (0.061 ms), H100,
+//     one A/B run.
+template <typename scalar_t, int V, bool kPixel>
 __global__ void __launch_bounds__(kThreads) forward_nhwc_kernel(
-    const scalar_t* __restrict__ x, scalar_t* __restrict__ out, int64_t N, int64_t C, int64_t H_in, int64_t W_in,
-    int64_t H_out, int64_t W_out, opmath_type<scalar_t> rh, opmath_type<scalar_t> rw, Mode mode) {
-  using T = opmath_type<scalar_t>;
-  const int64_t groups = C / V;
-  const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;  // (w, channel group)
-  if (t >= W_out * groups) {
-    return;
-  }
-  const int64_t w = t / groups, c = (t - w * groups) * V;
-  const Taps<T> xt = source_taps<T>(w, W_in, rw, mode);
-  const int64_t row_in = W_in * C, row_out = W_out * C;  // elements per row of pixels
-  const int64_t chunks = (H_out + kRows - 1) / kRows;    // per image
-  for (int64_t job = blockIdx.y; job < N * chunks; job += gridDim.y) {
-    const int64_t n = job / chunks, h_begin = (job - n * chunks) * kRows;
-    const int64_t h_end = h_begin + kRows < H_out ? h_begin + kRows : H_out;
-    const scalar_t* xn = x + n * H_in * row_in + c;
-    scalar_t* on = out + n * H_out * row_out + w * C + c;
-    T top[V], bottom[V];
-    int64_t row0 = -1, row1 = -1;  // the input rows in top and bottom (none yet)
-    for (int64_t h = h_begin; h < h_end; ++h) {
-      const Taps<T> yt = source_taps<T>(h, H_in, rh, mode);
-      if (yt.i0 != row0 || yt.i1 != row1) {
-        if (yt.i0 == row1) {
-#pragma unroll
-          for (int j = 0; j < V; ++j) {
-            top[j] = bottom[j];
-          }
-        } else {
-          const Pack<scalar_t, V> a = load_pack<scalar_t, V>(xn + yt.i0 * row_in + xt.i0 * C);
-          const Pack<scalar_t, V> b = load_pack<scalar_t, V>(xn + yt.i0 * row_in + xt.i1 * C);
-#pragma unroll
-          for (int j = 0; j < V; ++j) {
-            top[j] = (T(1) - xt.l) * static_cast<T>(a.v[j]) + xt.l * static_cast<T>(b.v[j]);
-          }
-        }
-        const Pack<scalar_t, V> e = load_pack<scalar_t, V>(xn + yt.i1 * row_in + xt.i0 * C);
-        const Pack<scalar_t, V> f = load_pack<scalar_t, V>(xn + yt.i1 * row_in + xt.i1 * C);
-#pragma unroll
-        for (int j = 0; j < V; ++j) {
-          bottom[j] = (T(1) - xt.l) * static_cast<T>(e.v[j]) + xt.l * static_cast<T>(f.v[j]);
-        }
-        row0 = yt.i0;
-        row1 = yt.i1;
-      }
-      Pack<scalar_t, V> r;
-#pragma unroll
-      for (int j = 0; j < V; ++j) {
-        r.v[j] = static_cast<scalar_t>((T(1) - yt.l) * top[j] + yt.l * bottom[j]);
-      }
-      store_outputs<scalar_t, V>(on + h * row_out, r, V, true);
-    }
-  }
-}
-
-// Forward, channels-last with C not a multiple of V (an RGB image: C = 3). A
-// pixel's channels are too few for one 16-byte vector, so a thread owns V
-// neighbouring values of an output row of pixels instead, whatever pixels and
-// channels they belong to: one vector store per row when the row's length
-// allows, and each value's column taps computed once. (With one value per
-// thread, the first version, the index arithmetic and a 4-byte store were paid
-// per value: 41% of the floor on a 1080p RGB image in float32, 0.101 ms; this
-// kernel: 68%, 0.061 ms, H100, one A/B run.)
-template <typename scalar_t, int V>
-__global__ void __launch_bounds__(kThreads) forward_nhwc_flat_kernel(
     const scalar_t* __restrict__ x, scalar_t* __restrict__ out, int64_t N, int64_t C, int64_t H_in, int64_t W_in,
     int64_t H_out, int64_t W_out, opmath_type<scalar_t> rh, opmath_type<scalar_t> rw, Mode mode,
     bool vector_stores) {
@@ -447,12 +407,14 @@ __global__ void __launch_bounds__(kThreads) forward_nhwc_flat_kernel(
   if (f0 >= row_out) {
     return;
   }
-  const int n_values = static_cast<int>(row_out - f0 < V ? row_out - f0 : V);
-  int64_t o0[V], o1[V];  // where each value's two column taps sit in an input row
-  T l[V];
+  const int n = static_cast<int>(row_out - f0 < V ? row_out - f0 : V);  // fewer than V at the row's end
+  const bool vector = vector_stores && n == V;
+  constexpr int kTaps = kPixel ? 1 : V;
+  int64_t o0[kTaps], o1[kTaps];  // where each value's two column taps sit in an input row
+  T l[kTaps];
 #pragma unroll
-  for (int j = 0; j < V; ++j) {
-    const int64_t f = f0 + (j < n_values ? j : 0);
+  for (int j = 0; j < kTaps; ++j) {
+    const int64_t f = f0 + (j < n ? j : 0);
     const int64_t w = f / C, c = f - w * C;
     const Taps<T> xt = source_taps<T>(w, W_in, rw, mode);
     o0[j] = xt.i0 * C + c;
@@ -461,36 +423,32 @@ __global__ void __launch_bounds__(kThreads) forward_nhwc_flat_kernel(
   }
   const int64_t chunks = (H_out + kRows - 1) / kRows;  // per image
   for (int64_t job = blockIdx.y; job < N * chunks; job += gridDim.y) {
-    const int64_t n = job / chunks, h_begin = (job - n * chunks) * kRows;
+    const int64_t image = job / chunks, h_begin = (job - image * chunks) * kRows;
     const int64_t h_end = h_begin + kRows < H_out ? h_begin + kRows : H_out;
-    const scalar_t* xn = x + n * H_in * row_in;
-    scalar_t* on = out + n * H_out * row_out + f0;
-    T top[V], bottom[V];
-    int64_t row0 = -1, row1 = -1;  // the input rows in top and bottom (none yet)
-    for (int64_t h = h_begin; h < h_end; ++h) {
-      const Taps<T> yt = source_taps<T>(h, H_in, rh, mode);
-      if (yt.i0 != row0 || yt.i1 != row1) {
-        const scalar_t* a = xn + yt.i0 * row_in;
-        const scalar_t* b = xn + yt.i1 * row_in;
+    const scalar_t* xn = x + image * H_in * row_in;
+    scalar_t* on = out + image * H_out * row_out + f0;
+    walk_rows<scalar_t, V>(
+        h_begin, h_end, H_in, rh, mode,
+        [&](int64_t row, T(&dst)[V]) {
+          const scalar_t* line = xn + row * row_in;
+          if constexpr (kPixel) {
+            const Pack<scalar_t, V> a = load_pack<scalar_t, V>(line + o0[0]);
+            const Pack<scalar_t, V> b = load_pack<scalar_t, V>(line + o1[0]);
 #pragma unroll
-        for (int j = 0; j < V; ++j) {
-          top[j] = yt.i0 == row1 ? bottom[j]
-                                 : (T(1) - l[j]) * static_cast<T>(a[o0[j]]) + l[j] * static_cast<T>(a[o1[j]]);
-        }
+            for (int j = 0; j < V; ++j) {
+              dst[j] = (T(1) - l[0]) * static_cast<T>(a.v[j]) + l[0] * static_cast<T>(b.v[j]);
+            }
+          } else {
 #pragma unroll
-        for (int j = 0; j < V; ++j) {
-          bottom[j] = (T(1) - l[j]) * static_cast<T>(b[o0[j]]) + l[j] * static_cast<T>(b[o1[j]]);
-        }
-        row0 = yt.i0;
-        row1 = yt.i1;
-      }
-      Pack<scalar_t, V> r;
-#pragma unroll
-      for (int j = 0; j < V; ++j) {
-        r.v[j] = static_cast<scalar_t>((T(1) - yt.l) * top[j] + yt.l * bottom[j]);
-      }
-      store_outputs<scalar_t, V>(on + h * row_out, r, n_values, vector_stores && n_values == V);
-    }
+            for (int j = 0; j < V; ++j) {
+              dst[j] = (T(1) - l[j]) * static_cast<T>(line[o0[j]]) + l[j] * static_cast<T>(line[o1[j]]);
+            }
+          }
+        },
+        [&](int64_t h, const Pack<scalar_t, V>& r) {
+          // kPixel: every row is whole vectors (C is a multiple of V), so no test per store
+          store_outputs<scalar_t, V>(on + h * row_out, r, kPixel ? V : n, kPixel || vector);
+        });
   }
 }
 
@@ -565,24 +523,16 @@ void upsample_forward_cuda(const torch::stable::Tensor& x, torch::stable::Tensor
     const opmath_t rw = axis_ratio<opmath_t>(g.W_in, g.W_out, g.mode, g.scale_w);
     if (g.channels_last) {
       const int64_t C = g.channels, N = g.planes / C;
-      // 16-byte loads and stores need C a multiple of V and aligned tensors.
-      const bool vector = C % V == 0 && reinterpret_cast<uintptr_t>(x.const_data_ptr()) % 16 == 0 &&
-                          reinterpret_cast<uintptr_t>(out.data_ptr()) % 16 == 0;
-      const int64_t jobs = N * ((g.H_out + kRows - 1) / kRows);
-      if (vector) {
-        const Launch l = launch_rows(g.W_out * C / V, jobs);
-        forward_nhwc_kernel<scalar_t, V><<<l.grid, l.block, 0, stream>>>(
-            x.const_data_ptr<scalar_t>(), out.mutable_data_ptr<scalar_t>(), N, C, g.H_in, g.W_in, g.H_out, g.W_out,
-            rh, rw, g.mode);
-      } else {
-        // V values of a row per thread; vector stores when every row starts on a V-value boundary.
-        const bool vector_stores =
-            (g.W_out * C) % V == 0 && reinterpret_cast<uintptr_t>(out.data_ptr()) % sizeof(Pack<scalar_t, V>) == 0;
-        const Launch l = launch_rows((g.W_out * C + V - 1) / V, jobs);
-        forward_nhwc_flat_kernel<scalar_t, V><<<l.grid, l.block, 0, stream>>>(
-            x.const_data_ptr<scalar_t>(), out.mutable_data_ptr<scalar_t>(), N, C, g.H_in, g.W_in, g.H_out, g.W_out,
-            rh, rw, g.mode, vector_stores);
-      }
+      // 16-byte loads need C a multiple of V and aligned tensors; 16-byte
+      // stores need every row to start on a V-value boundary and an aligned output.
+      const bool pixel = C % V == 0 && reinterpret_cast<uintptr_t>(x.const_data_ptr()) % 16 == 0 &&
+                         reinterpret_cast<uintptr_t>(out.data_ptr()) % 16 == 0;
+      const bool vector_stores =
+          (g.W_out * C) % V == 0 && reinterpret_cast<uintptr_t>(out.data_ptr()) % sizeof(Pack<scalar_t, V>) == 0;
+      const Launch l = launch_rows((g.W_out * C + V - 1) / V, N * ((g.H_out + kRows - 1) / kRows));
+      auto kernel = pixel ? forward_nhwc_kernel<scalar_t, V, true> : forward_nhwc_kernel<scalar_t, V, false>;
+      kernel<<<l.grid, l.block, 0, stream>>>(x.const_data_ptr<scalar_t>(), out.mutable_data_ptr<scalar_t>(), N, C,
+                                            g.H_in, g.W_in, g.H_out, g.W_out, rh, rw, g.mode, vector_stores);
       STD_CUDA_KERNEL_LAUNCH_CHECK();
       return;
     }

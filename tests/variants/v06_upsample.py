@@ -145,9 +145,9 @@ VARIANTS = [
             cuda_only=True),
     Variant("cuda-forward-blend-storage-type", "blends along H in the storage type in the CUDA forward",
             "csrc/upsample_cuda.cu",
-            "// the blend along H, on the cached row samples\n          r.v[j] = static_cast<scalar_t>((T(1) - yt.l) * "
+            "// the blend along H, on the cached row samples\n      r.v[j] = static_cast<scalar_t>((T(1) - yt.l) * "
             "top[j] + yt.l * bottom[j]);",
-            "// the blend along H, on the cached row samples\n          "
+            "// the blend along H, on the cached row samples\n      "
             "r.v[j] = static_cast<scalar_t>(T(1) - yt.l) * static_cast<scalar_t>(top[j]) + "
             "static_cast<scalar_t>(yt.l) * static_cast<scalar_t>(bottom[j]);", cuda_only=True),
     Variant("cuda-vector-stores-any-width", "uses 16-byte stores also when W_out is not a multiple of kV",
