@@ -396,8 +396,10 @@ def test_non_contiguous_input(up, device, mode):
 
 
 # Channels-last (NHWC in memory) has kernels of its own. C = 1 (ambiguous: PyTorch calls it NCHW
-# unless the strides say otherwise), 3 (an image), 5 (odd), 8/16/64 (16-byte vectors in every dtype).
+# unless the strides say otherwise), 3 (an image), 5 (odd), 4 and 10 (the CUDA gather's groups of
+# 4 and 2 channels), 8/16/64 (16-byte vectors in every dtype).
 NHWC_SHAPES = [((2, 3, 7, 9), (13, 20)), ((1, 1, 5, 4), (9, 3)), ((2, 5, 6, 6), (3, 11)),
+               ((1, 4, 5, 7), (9, 13)), ((2, 10, 4, 6), (7, 11)),
                ((2, 8, 9, 7), (18, 14)), ((1, 16, 4, 5), (4, 5)), ((1, 64, 6, 10), (11, 23))]
 NHWC_IDS = [f"C{s[1]}-{s[2]}x{s[3]}-to-{o[0]}x{o[1]}" for s, o in NHWC_SHAPES]
 
