@@ -73,7 +73,8 @@ constexpr int kRows = 8;
 // The NCHW forward of 2-byte types takes twice as many: a bfloat16 thread's
 // row is 8 outputs (16 bytes) with 16 scattered 2-byte loads, so per byte it
 // does twice the work of a float thread, and 16 rows share each sampled input
-// row between more outputs. float32 keeps 8 (16 rows made channels-last slower).
+// row between more outputs. float32 keeps 8 (16 were measured only in the
+// channels-last kernel, where they were slower).
 template <typename scalar_t>
 constexpr int kRowsNchw = sizeof(scalar_t) == 2 ? 16 : kRows;
 // ...and with 16 rows of 8 outputs a 2-byte thread holds 102 registers: two
