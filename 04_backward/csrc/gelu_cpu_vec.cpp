@@ -99,33 +99,32 @@ bool available() {
 #endif
 }
 
-// Whole vectors first; the last (end - begin) % size values with a partial load
+// out[i] = f(in[i]...) for i in [begin, end), Vec::size() values at a time: whole
+// vectors first, then the last (end - begin) % size values with a partial load
 // and store (the unused lanes hold zeros, whose results are never stored).
-template <typename scalar_t>
-static void forward_loop(const scalar_t* x, scalar_t* out, int64_t begin, int64_t end) {
-  using Vec = Vectorized<scalar_t>;
+template <typename Vec, typename T, typename F, typename... In>
+static void vector_loop(T* out, int64_t begin, int64_t end, F f, const In*... in) {
   int64_t i = begin;
   for (; i + Vec::size() <= end; i += Vec::size()) {
-    gelu_value<Vec>(Vec::loadu(x + i)).store(out + i);
+    f(Vec::loadu(in + i)...).store(out + i);
   }
   if (i < end) {
     const int rest = static_cast<int>(end - i);
-    gelu_value<Vec>(Vec::loadu(x + i, rest)).store(out + i, rest);
+    f(Vec::loadu(in + i, rest)...).store(out + i, rest);
   }
+}
+
+template <typename scalar_t>
+static void forward_loop(const scalar_t* x, scalar_t* out, int64_t begin, int64_t end) {
+  using Vec = Vectorized<scalar_t>;
+  vector_loop<Vec>(out, begin, end, [](const Vec& v) { return gelu_value<Vec>(v); }, x);
 }
 
 template <typename scalar_t>
 static void backward_loop(const scalar_t* grad, const scalar_t* x, scalar_t* grad_in, int64_t begin, int64_t end) {
   using Vec = Vectorized<scalar_t>;
-  int64_t i = begin;
   // The chain rule, as in the plain loop: dL/dx = dL/dgelu * gelu'(x).
-  for (; i + Vec::size() <= end; i += Vec::size()) {
-    (Vec::loadu(grad + i) * gelu_derivative<Vec>(Vec::loadu(x + i))).store(grad_in + i);
-  }
-  if (i < end) {
-    const int rest = static_cast<int>(end - i);
-    (Vec::loadu(grad + i, rest) * gelu_derivative<Vec>(Vec::loadu(x + i, rest))).store(grad_in + i, rest);
-  }
+  vector_loop<Vec>(grad_in, begin, end, [](const Vec& g, const Vec& v) { return g * gelu_derivative<Vec>(v); }, grad, x);
 }
 
 // float16 and bfloat16: a vector of 16 is widened into two vectors of 8 floats,
@@ -138,14 +137,7 @@ static void forward_loop_reduced(const half_t* x, half_t* out, int64_t begin, in
     const auto [lo, hi] = at::vec::convert_to_float<half_t>(v);
     return at::vec::convert_from_float<half_t>(gelu_value<Float>(lo), gelu_value<Float>(hi));
   };
-  int64_t i = begin;
-  for (; i + Vec::size() <= end; i += Vec::size()) {
-    one(Vec::loadu(x + i)).store(out + i);
-  }
-  if (i < end) {
-    const int rest = static_cast<int>(end - i);
-    one(Vec::loadu(x + i, rest)).store(out + i, rest);
-  }
+  vector_loop<Vec>(out, begin, end, one, x);
 }
 
 template <typename half_t>
@@ -157,14 +149,7 @@ static void backward_loop_reduced(const half_t* grad, const half_t* x, half_t* g
     const auto [lo, hi] = at::vec::convert_to_float<half_t>(v);
     return at::vec::convert_from_float<half_t>(g_lo * gelu_derivative<Float>(lo), g_hi * gelu_derivative<Float>(hi));
   };
-  int64_t i = begin;
-  for (; i + Vec::size() <= end; i += Vec::size()) {
-    one(Vec::loadu(grad + i), Vec::loadu(x + i)).store(grad_in + i);
-  }
-  if (i < end) {
-    const int rest = static_cast<int>(end - i);
-    one(Vec::loadu(grad + i, rest), Vec::loadu(x + i, rest)).store(grad_in + i, rest);
-  }
+  vector_loop<Vec>(grad_in, begin, end, one, grad, x);
 }
 
 void forward(const float* x, float* out, int64_t begin, int64_t end) { forward_loop(x, out, begin, end); }
