@@ -25,7 +25,7 @@ import os
 import re
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import ROOT, chapters, exercises
@@ -46,7 +46,7 @@ class Verdict:
     log: str = ""  # the full output, for -v
 
     def to_json(self) -> dict:
-        return self.__dict__
+        return asdict(self)  # a copy: the grader amends a verdict after caching it
 
     @classmethod
     def from_json(cls, doc: dict) -> "Verdict":

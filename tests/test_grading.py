@@ -90,6 +90,15 @@ def test_fresh_stubs_report_is_short(chapter, tmp_path):
     assert len(report.splitlines()) <= 40, report
 
 
+def test_cached_verdict_is_a_snapshot():
+    """The grader adds "CUDA code compiled, not run" to a verdict after caching it; the cached copy
+    must not change with it, or every later grade repeats the note once more."""
+    verdict = grading.Verdict("source-coordinate", "PASS", "272 tests")
+    cached = verdict.to_json()
+    verdict.summary += "; CUDA code compiled, not run: no GPU"
+    assert grading.Verdict.from_json(cached).summary == "272 tests"
+
+
 def test_course_test_passes_options_to_pytest(monkeypatch):
     import coursekit.__main__ as cli
 
