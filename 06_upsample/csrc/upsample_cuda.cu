@@ -73,8 +73,9 @@ constexpr int kRows = 8;
 // The NCHW forward of 2-byte types takes twice as many: a bfloat16 thread's
 // row is 8 outputs (16 bytes) with 16 scattered 2-byte loads, so per byte it
 // does twice the work of a float thread, and 16 rows share each sampled input
-// row between more outputs. float32 keeps 8 (16 were measured only in the
-// channels-last kernel, where they were slower).
+// row between more outputs. float32 keeps 8: in one A/B run (H100) 16 rows took
+// x2 0.256 -> 0.251 ms but x4 0.400 -> 0.409 and RGB 1080p 0.053 -> 0.056, and
+// 4 rows were slower in all three (x2 0.277 ms).
 template <typename scalar_t>
 constexpr int kRowsNchw = sizeof(scalar_t) == 2 ? 16 : kRows;
 // ...and with 16 rows of 8 outputs a 2-byte thread holds 102 registers: two
@@ -337,7 +338,8 @@ constexpr int kGatherWidth = 64;
 
 // Planes per thread in the NCHW gather: each tap's weight is computed once for
 // that many values. 2-byte types take 16: bf16 x2 0.252 -> 0.198 ms (H100, one
-// A/B run); 16 made float32 slower in an earlier A/B run, so it keeps 8. (The
+// A/B run); float32 keeps 8: 16 were slower in an earlier A/B run, and 4 in a
+// later one (x2 0.304 -> 0.415 ms, x4 0.906 -> 1.268, x0.5 0.073 -> 0.108). (The
 // channels-last gather's kV channels per thread was the fastest of 1, 2, kV,
 // 2 kV and 4 kV.)
 template <typename scalar_t>
