@@ -688,7 +688,7 @@ def test_gather_is_deterministic(up, device):
 
 
 # A strong upsampling (ranges of about 100 outputs per input index, per axis), in both layouts:
-# long sums down H and along W, in NCHW and in channels-last. The last two: long rows (1500
+# long per-pixel sums over grad_out, in NCHW and with step = C. The last two: long rows (1500
 # input columns, 2900 output columns), and one input column read by 9000 outputs.
 STRONG_SHAPES = [((2, 3, 2, 3), (300, 400)), ((1, 8, 3, 2), (250, 190)), ((1, 5, 4, 4), (97, 301)),
                  ((1, 2, 6, 1500), (7, 2900)), ((1, 2, 2, 1), (5, 9000))]
