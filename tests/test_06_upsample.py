@@ -545,11 +545,20 @@ def check_backward_scale_factor(up, device, mode, recompute):
             assert_close64(x.grad, ref, what + " vs F.interpolate")
 
 
+def misaligned(t: torch.Tensor) -> torch.Tensor:
+    """t's values and strides in storage that starts one element after an allocation's start."""
+    flat = torch.empty(t.untyped_storage().nbytes() // t.element_size() + 1, dtype=t.dtype, device=t.device)
+    out = flat[1:].as_strided(t.shape, t.stride())
+    out.copy_(t)
+    return out
+
+
 def check_backward_grad_out_layouts(up, device, mode):
     """grad_out channels_last, transposed, sliced, offset and expanded (stride 0)."""
     base = torch.randn(3, 6, 13, 16, device=device, dtype=torch.float64)
     layouts = {
         "channels_last": base.to(memory_format=torch.channels_last),
+        "channels_last, 8 bytes off a 16-byte boundary": misaligned(base.to(memory_format=torch.channels_last)),
         "transposed": base.transpose(2, 3).contiguous().transpose(2, 3),
         "sliced": base[:, ::2, 1:, 2:],
         "offset": base[1:],
@@ -566,6 +575,56 @@ def check_backward_grad_out_layouts(up, device, mode):
     up.upsample_bilinear(x, (12, 10), mode=mode).sum().backward()
     ones = torch.ones(2, 3, 12, 10, dtype=torch.float64, device=device)
     assert_close64(x.grad, ref_backward(ones, (6, 5), mode), f"{mode} backward after .sum()")
+
+
+# Non-finite gradients: NaN and +-inf in grad_out reach exactly the input pixels whose ranges
+# include them (a tap of weight 0 too: 0 * inf is NaN), no more and no fewer. PyTorch's own
+# backward (float64, CPU) is the reference for the masks; its modes are half_pixel and
+# align_corners (tf_legacy has the same structure). The ratios are powers of two, so every
+# coordinate is exact in any precision and the taps are the same as PyTorch's. Each plane has
+# its NaN in a different column, so a sum that reads a column outside its range meets one.
+# The last row and column stay finite: in align_corners they read the last pixel through both
+# taps with l = 0, which the gather weighs 1 (inf stays inf) and PyTorch's four-term scatter
+# 1 and 0 (inf + 0 * inf = NaN).
+NONFINITE_CASES = [("half_pixel", (1, 16, 4, 6), (8, 12)), ("half_pixel", (1, 16, 3, 3), (12, 12)),
+                   ("half_pixel", (1, 16, 8, 8), (4, 4)), ("half_pixel", (2, 3, 6, 4), (12, 8)),
+                   ("align_corners", (1, 16, 5, 5), (9, 9)), ("align_corners", (1, 16, 3, 5), (9, 17)),
+                   ("align_corners", (1, 16, 9, 9), (5, 5)), ("align_corners", (2, 3, 5, 3), (9, 5))]
+NONFINITE_IDS = [f"{m}-C{s[1]}-{s[2]}x{s[3]}-to-{o[0]}x{o[1]}" for m, s, o in NONFINITE_CASES]
+
+
+def check_backward_nonfinite(device, dtype, shape, size, mode):
+    n, c = shape[:2]
+    gen = torch.Generator().manual_seed(6)
+    base = torch.randn(n, c, *size, dtype=torch.float64, generator=gen)
+    for p in range(n * c):
+        plane = base.view(n * c, *size)[p]
+        rows, cols = size[0] - 1, size[1] - 1
+        plane[(3 * p) % rows, p % cols] = float("nan")
+        plane[(5 * p + 1) % rows, (7 * p + 3) % cols] = float("inf")
+        plane[(2 * p + 2) % rows, (5 * p + 1) % cols] = -float("inf")
+    base = base.to(dtype).double()  # what the kernel sees
+    ref = torch.ops.aten.upsample_bilinear2d_backward(base, list(size), list(shape), mode == "align_corners",
+                                                     None, None)
+    for layout in [torch.contiguous_format, torch.channels_last]:
+        grad_out = base.to(device=device, dtype=dtype).contiguous(memory_format=layout)
+        with poisoned_empty():
+            got = bw(grad_out, list(shape[2:]), mode, "gather").cpu().double()
+        what = f"{mode} gather, {'channels_last' if layout is torch.channels_last else 'NCHW'} grad_out {list(base.shape)} with NaN and inf"
+        for name, mask in [("NaN", torch.isnan), ("+inf", lambda t: t == float("inf")),
+                           ("-inf", lambda t: t == -float("inf"))]:
+            wrong = (mask(got) != mask(ref)).nonzero().tolist()
+            assert not wrong, (f"{what}: {len(wrong)} elements where {name} should{' not' if not mask(ref)[tuple(wrong[0])] else ''} be, "
+                               f"first at (n, c, h, w) = {tuple(wrong[0])}: got {got[tuple(wrong[0])].item()}, "
+                               f"expected {ref[tuple(wrong[0])].item()}")
+        finite = torch.isfinite(ref)
+        check(torch.where(finite, got, 0).to(dtype), torch.where(finite, ref, 0), what + ", the finite elements")
+
+
+@pytest.mark.exercise("gather-backward")
+@pytest.mark.parametrize("mode, shape, size", NONFINITE_CASES, ids=NONFINITE_IDS)
+def test_backward_nonfinite_cpu(up, dtype, shape, size, mode):
+    check_backward_nonfinite("cpu", dtype, shape, size, mode)
 
 
 @pytest.mark.exercise("gather-backward")
@@ -673,6 +732,15 @@ def test_channels_last_scatter_cuda(up, device, dtype, shape, size, mode):
     if device != "cuda":
         pytest.skip("the CUDA kernel's test")
     check_channels_last_backward(up, "cuda", dtype, shape, size, mode, "scatter")
+
+
+@pytest.mark.cuda
+@pytest.mark.exercise("gather-cuda")
+@pytest.mark.parametrize("mode, shape, size", NONFINITE_CASES, ids=NONFINITE_IDS)
+def test_backward_nonfinite_cuda(up, device, dtype, shape, size, mode):
+    if device != "cuda":
+        pytest.skip("the CUDA kernel's test")
+    check_backward_nonfinite("cuda", dtype, shape, size, mode)
 
 
 @pytest.mark.cuda

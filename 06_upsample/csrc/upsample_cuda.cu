@@ -101,6 +101,16 @@ struct alignas(sizeof(scalar_t) * V) Pack {
   scalar_t v[V];
 };
 
+// A thread's V channels of one pixel, as one 16-byte load.
+template <typename scalar_t, int V>
+__device__ __forceinline__ Pack<scalar_t, V> load_pack(const scalar_t* __restrict__ p) {
+  Pack<scalar_t, V> r;
+  static_assert(sizeof(r) == 16, "a Pack is 16 bytes");
+  const uint4 raw = __ldg(reinterpret_cast<const uint4*>(p));
+  memcpy(&r, &raw, sizeof(r));
+  return r;
+}
+
 // Store n <= V outputs. `vector`: all V at once, as one aligned vector store
 // marked streaming (st.global.cs: evict first). The output is 4x (x2) to 16x
 // (x4) the size of the input and is not read again by this kernel; letting it
@@ -290,42 +300,117 @@ __global__ void plan_kernel(AxisPlan<T> rows, AxisPlan<T> cols, Mode mode) {
   }
 }
 
-// grad_in[h, w] for N planes: grad_out points at the first of them (plane k
-// starts at grad_out + k * plane_out), grad_in at element (h, w) of the first
-// (the same element of plane k is grad_in[k * plane_in]). Within a plane,
-// neighbouring pixels are `step` elements apart and rows step * cols.out:
-// step = 1 in NCHW; in channels-last, step = C and the "planes" are
-// neighbouring channels (plane_out = plane_in = 1). This thread is the only
-// one that writes these N elements.
-template <int N, typename scalar_t, typename T>
-__device__ __forceinline__ void gather_planes(const scalar_t* __restrict__ grad_out, int64_t plane_out,
-                                              scalar_t* __restrict__ grad_in, int64_t plane_in, int64_t step,
-                                              int64_t h, int64_t w, const AxisPlan<T>& rows,
-                                              const AxisPlan<T>& cols) {
+
+// The column half of the gather. Thread w reads the same grad_out columns
+// [cols.begin[w], cols.end[w]) with the same weights in every row and plane, so
+// it looks them up once, into registers: a ColumnWindow of K columns from
+// `first`, `count` of them real, weight[k] the weight with which column
+// first + k reads input column w (0 past count). K is a compile-time 2, 4 or 8
+// (the host picks the smallest that holds an interior window, 2 / rw rounded
+// up); a longer window, at a clamped edge or with an odd scale, is summed K
+// columns at a time. Reading the weights from the plan in the loop instead,
+// as the first version did, cost three table loads per column per row, and
+// the loads, not the arithmetic, are what bounds this kernel (ncu: L1/TEX at
+// 91.5% of its peak). Measured on the H100 in one A/B run: x2 0.305 -> 0.264
+// ms (73% -> 85% of the floor), x4 0.914 -> 0.774, RGB 1080p 0.094 -> 0.074;
+// bf16 x2 and x0.5 level (0.196 -> 0.203, 0.073 -> 0.075).
+template <typename T, int K>
+struct ColumnWindow {
+  int64_t first;
+  int count;
+  T weight[K];
+};
+
+template <typename T, int K>
+__device__ __forceinline__ ColumnWindow<T, K> column_window(const AxisPlan<T>& cols, int64_t w, int64_t first) {
+  ColumnWindow<T, K> win;
+  win.first = first;
+  const int64_t left = cols.end[w] - first;
+  win.count = static_cast<int>(left < K ? left : K);
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int64_t d = first + (k < win.count ? k : 0);
+    win.weight[k] = k < win.count ? tap_weight<T>(Taps<T>{cols.i0[d], cols.i1[d], cols.l[d]}, w) : T(0);
+  }
+  return win;
+}
+
+// The N values of one grad_out pixel, one per plane: planes plane_out
+// elements apart (NCHW), or, with kPack, N neighbouring channels loaded as one
+// 16-byte pack (channels-last, C a multiple of N, 16-byte aligned). Scalar
+// loads of 4 channels whose lanes sit 16 bytes apart cost a warp four L1
+// wavefronts each, one pack load four in all: channels-last x2 float32 0.465 ->
+// 0.345 ms, bfloat16 (8 channels a pack) 0.353 -> 0.232 ms (H100, one A/B run,
+// together with the column windows).
+template <int N, bool kPack, typename scalar_t, typename T>
+__device__ __forceinline__ void load_planes(const scalar_t* __restrict__ p, int64_t plane_out, T (&v)[N]) {
+  if constexpr (kPack) {
+    const Pack<scalar_t, N> r = load_pack<scalar_t, N>(p);
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      v[k] = static_cast<T>(r.v[k]);
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      v[k] = static_cast<T>(p[k * plane_out]);
+    }
+  }
+}
+
+// Exercise gather-cuda. Adds to acc[p] (plane p) what the window's columns
+// give input pixel (h, w) through every grad_out row that reads input row h.
+// grad_out points at the first plane (NCHW: plane p is p * plane_out further;
+// channels-last: the planes are neighbouring channels, plane_out = 1). Within a
+// plane, neighbouring pixels are `step` elements apart (1 in NCHW, C in
+// channels-last) and rows step * row_length (row_length = W_out).
+template <int N, int K, bool kPack, typename scalar_t, typename T>
+__device__ __forceinline__ void gather_planes(const scalar_t* __restrict__ grad_out, int64_t plane_out, int64_t step,
+                                              int64_t h, const AxisPlan<T>& rows, int64_t row_length,
+                                              const ColumnWindow<T, K>& win, T (&acc)[N]) {
   // BEGIN SOLUTION gather-cuda
-  // STUB: for (int k = 0; k < N; ++k) grad_in[k * plane_in] = static_cast<scalar_t>(NAN);  // NaN until you write it
+  // STUB: for (int p = 0; p < N; ++p) acc[p] = static_cast<T>(NAN);  // NaN until you write it
+  for (int64_t dh = rows.begin[h]; dh < rows.end[h]; ++dh) {
+    const T wy = tap_weight<T>(Taps<T>{rows.i0[dh], rows.i1[dh], rows.l[dh]}, h);
+    const scalar_t* g_row = grad_out + (dh * row_length + win.first) * step;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      if (k < win.count) {
+        const T weight = wy * win.weight[k];
+        T v[N];
+        load_planes<N, kPack>(g_row + k * step, plane_out, v);
+#pragma unroll
+        for (int p = 0; p < N; ++p) {
+          acc[p] += weight * v[p];
+        }
+      }
+    }
+  }
+  // END SOLUTION
+}
+
+// grad_in[h, w] of N planes (grad_in points at the first; the same element of
+// plane k is k * plane_in further): the whole window, K columns at a time, in
+// opmath_t, and one rounding at the store. This thread is the only one that
+// writes these N elements. `first` holds the window's first K columns.
+template <int N, int K, bool kPack, typename scalar_t, typename T>
+__device__ __forceinline__ void gather_pixel(const scalar_t* __restrict__ grad_out, int64_t plane_out,
+                                             scalar_t* __restrict__ grad_in, int64_t plane_in, int64_t step, int64_t h,
+                                             int64_t w, const AxisPlan<T>& rows, const AxisPlan<T>& cols,
+                                             const ColumnWindow<T, K>& first) {
   T acc[N];
 #pragma unroll
   for (int k = 0; k < N; ++k) {
     acc[k] = 0;
   }
-  const int64_t w_begin = cols.begin[w], w_end = cols.end[w];
-  for (int64_t dh = rows.begin[h]; dh < rows.end[h]; ++dh) {
-    const T wy = tap_weight<T>(Taps<T>{rows.i0[dh], rows.i1[dh], rows.l[dh]}, h);
-    const scalar_t* g_row = grad_out + dh * cols.out * step;
-    for (int64_t dw = w_begin; dw < w_end; ++dw) {
-      const T weight = wy * tap_weight<T>(Taps<T>{cols.i0[dw], cols.i1[dw], cols.l[dw]}, w);
-#pragma unroll
-      for (int k = 0; k < N; ++k) {
-        acc[k] += weight * static_cast<T>(g_row[k * plane_out + dw * step]);
-      }
-    }
+  gather_planes<N, K, kPack>(grad_out, plane_out, step, h, rows, cols.out, first, acc);
+  for (int64_t d = first.first + K; d < cols.end[w]; d += K) {  // windows longer than K
+    gather_planes<N, K, kPack>(grad_out, plane_out, step, h, rows, cols.out, column_window<T, K>(cols, w, d), acc);
   }
 #pragma unroll
   for (int k = 0; k < N; ++k) {
     grad_in[k * plane_in] = static_cast<scalar_t>(acc[k]);  // one rounding, at the end
   }
-  // END SOLUTION
 }
 
 // The NCHW gather's block: 64 threads along W, 4 input rows. Neighbouring input
@@ -336,22 +421,25 @@ __device__ __forceinline__ void gather_planes(const scalar_t* __restrict__ grad_
 // blocks of 2, 4 or 8 rows no faster. So L2 re-reads were not what bounds it.
 constexpr int kGatherWidth = 64;
 
-// Planes per thread in the NCHW gather: each tap's weight is computed once for
-// that many values. 2-byte types take 16: bf16 x2 0.252 -> 0.198 ms (H100, one
-// A/B run); float32 keeps 8: 16 were slower in an earlier A/B run, and 4 in a
-// later one (x2 0.304 -> 0.415 ms, x4 0.906 -> 1.268, x0.5 0.073 -> 0.108). (The
-// channels-last gather's kV channels per thread was the fastest of 1, 2, kV,
-// 2 kV and 4 kV.)
+// Planes per thread in the NCHW gather: the row weights and the loop over the
+// window are shared by that many values. 2-byte types take 16: bf16 x2 0.252
+// -> 0.198 ms (H100, one A/B run); float32 keeps 8: 16 were slower in an
+// earlier A/B run, and 4 in a later one (x2 0.304 -> 0.415 ms, x4 0.906 ->
+// 1.268, x0.5 0.073 -> 0.108), both before the column weights moved into
+// registers. (The channels-last gather's kV channels per thread was the
+// fastest of 1, 2, kV, 2 kV and 4 kV.)
 template <typename scalar_t>
 constexpr int kGatherPlanes = sizeof(scalar_t) == 2 ? 16 : 8;
 
-template <typename scalar_t, int kPlanes>
+template <typename scalar_t, int kPlanes, int K>
 __global__ void gather_kernel(const scalar_t* __restrict__ grad_out, scalar_t* __restrict__ grad_in, int64_t planes,
                               AxisPlan<opmath_type<scalar_t>> rows, AxisPlan<opmath_type<scalar_t>> cols) {
+  using T = opmath_type<scalar_t>;
   const int64_t w = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (w >= cols.in) {
     return;
   }
+  const ColumnWindow<T, K> win = column_window<T, K>(cols, w, cols.begin[w]);
   const int64_t plane_in = rows.in * cols.in, plane_out = rows.out * cols.out;
   for (int64_t h = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; h < rows.in;
        h += static_cast<int64_t>(gridDim.y) * blockDim.y) {
@@ -360,10 +448,11 @@ __global__ void gather_kernel(const scalar_t* __restrict__ grad_out, scalar_t* _
       const scalar_t* go = grad_out + p0 * plane_out;
       scalar_t* gi = grad_in + p0 * plane_in + h * cols.in + w;
       if (planes - p0 >= kPlanes) {
-        gather_planes<kPlanes>(go, plane_out, gi, plane_in, 1, h, w, rows, cols);
+        gather_pixel<kPlanes, K, false>(go, plane_out, gi, plane_in, 1, h, w, rows, cols, win);
       } else {
         for (int64_t k = 0; k < planes - p0; ++k) {
-          gather_planes<1>(go + k * plane_out, plane_out, gi + k * plane_in, plane_in, 1, h, w, rows, cols);
+          gather_pixel<1, K, false>(go + k * plane_out, plane_out, gi + k * plane_in, plane_in, 1, h, w, rows, cols,
+                                    win);
         }
       }
     }
@@ -376,15 +465,6 @@ __global__ void gather_kernel(const scalar_t* __restrict__ grad_out, scalar_t* _
 // reads and writes one contiguous span; blockIdx.y runs over rows (n, h). The
 // arithmetic per value is the NCHW kernels', in the same order.
 
-// A thread's V channels of one pixel, as one 16-byte load.
-template <typename scalar_t, int V>
-__device__ __forceinline__ Pack<scalar_t, V> load_pack(const scalar_t* __restrict__ p) {
-  Pack<scalar_t, V> r;
-  static_assert(sizeof(r) == 16, "a Pack is 16 bytes");
-  const uint4 raw = __ldg(reinterpret_cast<const uint4*>(p));
-  memcpy(&r, &raw, sizeof(r));
-  return r;
-}
 
 // Forward: a thread owns V neighbouring values of an output row of pixels
 // (V = kV, 16 bytes) in kRows consecutive output rows of one image, and walks
@@ -455,23 +535,24 @@ __global__ void __launch_bounds__(kThreads) forward_nhwc_kernel(
   }
 }
 
-// Gather: a thread per NC neighbouring channels of one grad_in pixel, through
-// gather_planes with step = C (the "planes" are the channels): the plan
-// lookups and weights serve NC values.
-template <typename scalar_t, int NC>
+// Gather: a thread per NC neighbouring channels of one grad_in pixel
+// (step = C: the "planes" are the channels), as one 16-byte pack when kPack.
+template <typename scalar_t, int NC, int K, bool kPack>
 __global__ void gather_nhwc_kernel(const scalar_t* __restrict__ grad_out, scalar_t* __restrict__ grad_in,
                                    int64_t rows, int64_t C, AxisPlan<opmath_type<scalar_t>> rows_plan,
                                    AxisPlan<opmath_type<scalar_t>> cols) {
+  using T = opmath_type<scalar_t>;
   const int64_t groups = C / NC;
   const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;  // (w, channel group)
   if (t >= cols.in * groups) {
     return;
   }
   const int64_t w = t / groups, c = (t - w * groups) * NC;
+  const ColumnWindow<T, K> win = column_window<T, K>(cols, w, cols.begin[w]);
   for (int64_t row = blockIdx.y; row < rows; row += gridDim.y) {
     const int64_t n = row / rows_plan.in, h = row - n * rows_plan.in;
-    gather_planes<NC>(grad_out + n * rows_plan.out * cols.out * C + c, 1, grad_in + (row * cols.in + w) * C + c, 1,
-                      C, h, w, rows_plan, cols);
+    gather_pixel<NC, K, kPack>(grad_out + n * rows_plan.out * cols.out * C + c, 1,
+                               grad_in + (row * cols.in + w) * C + c, 1, C, h, w, rows_plan, cols, win);
   }
 }
 
@@ -553,6 +634,15 @@ void upsample_forward_cuda(const torch::stable::Tensor& x, torch::stable::Tensor
   });
 }
 
+namespace {
+template <typename F>
+void with_window(int kw, F&& f) {
+  if (kw == 2) return f(std::integral_constant<int, 2>{});
+  if (kw == 4) return f(std::integral_constant<int, 4>{});
+  return f(std::integral_constant<int, 8>{});
+}
+}  // namespace
+
 void upsample_backward_cuda(const torch::stable::Tensor& grad_out, torch::stable::Tensor& grad_in,
                             const ResizeGeometry& g, bool gather) {
   using torch::headeronly::ScalarType;
@@ -581,16 +671,28 @@ void upsample_backward_cuda(const torch::stable::Tensor& grad_out, torch::stable
       const dim3 plan_grid(static_cast<unsigned>((longest + kThreads - 1) / kThreads), 2);
       plan_kernel<opmath_t><<<plan_grid, kThreads, 0, stream>>>(rows, cols, g.mode);
       STD_CUDA_KERNEL_LAUNCH_CHECK();
+      // Columns per window held in registers: the most grad_out columns that
+      // read one input column, 2 / rw rounded up (more only at a clamped edge,
+      // which the kernels handle K at a time).
+      const double reach = 2.0 / static_cast<double>(rw);
+      const int kw = reach <= 2 ? 2 : reach <= 4 ? 4 : 8;
       if (g.channels_last) {
         // kV<scalar_t> channels per thread (16 bytes' worth) when C allows
         // it, else 4, 3 or 2 when they divide C (an RGB pixel's 3 channels
         // share one thread's plan lookups and weights), else 1.
         const int64_t C = g.channels, n_rows = g.planes / C * g.H_in;
+        const bool aligned = reinterpret_cast<uintptr_t>(grad_out.const_data_ptr()) % 16 == 0;
         auto launch = [&](auto channels_tag) {
           constexpr int NC = decltype(channels_tag)::value;
           const Launch l = launch_rows(g.W_in * (C / NC), n_rows);
-          gather_nhwc_kernel<scalar_t, NC><<<l.grid, l.block, 0, stream>>>(
-              grad_out.const_data_ptr<scalar_t>(), grad_in.mutable_data_ptr<scalar_t>(), n_rows, C, rows, cols);
+          with_window(kw, [&](auto k_tag) {
+            constexpr int K = decltype(k_tag)::value;
+            constexpr bool kCanPack = NC * sizeof(scalar_t) == 16;
+            auto kernel = kCanPack && aligned ? gather_nhwc_kernel<scalar_t, NC, K, kCanPack>
+                                              : gather_nhwc_kernel<scalar_t, NC, K, false>;
+            kernel<<<l.grid, l.block, 0, stream>>>(grad_out.const_data_ptr<scalar_t>(),
+                                                   grad_in.mutable_data_ptr<scalar_t>(), n_rows, C, rows, cols);
+          });
           STD_CUDA_KERNEL_LAUNCH_CHECK();
         };
         constexpr int NC = kV<scalar_t>;
@@ -607,8 +709,10 @@ void upsample_backward_cuda(const torch::stable::Tensor& grad_out, torch::stable
       auto launch = [&](auto planes_tag) {
         constexpr int kPlanes = decltype(planes_tag)::value;
         const Launch l = launch_for(g.W_in, g.H_in, g.planes, kPlanes, kGatherWidth);
-        gather_kernel<scalar_t, kPlanes><<<l.grid, l.block, 0, stream>>>(
-            grad_out.const_data_ptr<scalar_t>(), grad_in.mutable_data_ptr<scalar_t>(), g.planes, rows, cols);
+        with_window(kw, [&](auto k_tag) {
+          gather_kernel<scalar_t, kPlanes, decltype(k_tag)::value><<<l.grid, l.block, 0, stream>>>(
+              grad_out.const_data_ptr<scalar_t>(), grad_in.mutable_data_ptr<scalar_t>(), g.planes, rows, cols);
+        });
         STD_CUDA_KERNEL_LAUNCH_CHECK();
       };
       constexpr int kMost = kGatherPlanes<scalar_t>;

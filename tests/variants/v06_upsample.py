@@ -67,20 +67,29 @@ VARIANTS = [
             "csrc/upsample_cpu.cpp", "cache.get(p * g.H_out + dh, dh % slots,", "cache.get(dh, dh % slots,"),
 
     # --- gather-cuda (csrc/upsample_cuda.cu: gather_planes) ------------------------------------
-    Variant("gather-one-plane", "reads the first plane of the group's gradient for every plane in the CUDA gather",
-            "csrc/upsample_cuda.cu", "static_cast<T>(g_row[k * plane_out + dw * step])",
-            "static_cast<T>(g_row[dw * step])", cuda_only=True),
     Variant("gather-ignores-step", "steps between columns by 1 element in the CUDA gather (right for NCHW only)",
-            "csrc/upsample_cuda.cu", "static_cast<T>(g_row[k * plane_out + dw * step])",
-            "static_cast<T>(g_row[k * plane_out + dw])", cuda_only=True),
-    Variant("gather-row-without-step", "steps between rows by cols.out elements in the CUDA gather "
+            "csrc/upsample_cuda.cu", "load_planes<N, kPack>(g_row + k * step, plane_out, v);",
+            "load_planes<N, kPack>(g_row + k, plane_out, v);", cuda_only=True),
+    Variant("gather-row-without-step", "steps between rows by W_out elements in the CUDA gather "
             "(right for NCHW only)",
-            "csrc/upsample_cuda.cu", "grad_out + dh * cols.out * step;", "grad_out + dh * cols.out;",
-            cuda_only=True),
-    Variant("cuda-gather-acc-storage-type", "accumulates the CUDA gather in the storage type",
-            "csrc/upsample_cuda.cu", "  T acc[N];", "  scalar_t acc[N];", cuda_only=True),
-    Variant("cuda-gather-row-weight-of-w", "weighs grad_out rows by the column index",
-            "csrc/upsample_cuda.cu", "rows.l[dh]}, h);", "rows.l[dh]}, w);", cuda_only=True),
+            "csrc/upsample_cuda.cu", "grad_out + (dh * row_length + win.first) * step;",
+            "grad_out + dh * row_length + win.first * step;", cuda_only=True),
+    Variant("gather-window-from-zero", "starts every row at column 0 instead of the window's first column",
+            "csrc/upsample_cuda.cu", "grad_out + (dh * row_length + win.first) * step;",
+            "grad_out + dh * row_length * step;", cuda_only=True),
+    Variant("cuda-gather-rounds-terms", "rounds each term to the storage type before adding it in the CUDA gather",
+            "csrc/upsample_cuda.cu", "          acc[p] += weight * v[p];",
+            "          acc[p] += static_cast<scalar_t>(weight * v[p]);", cuda_only=True),
+    Variant("cuda-gather-ignores-count", "sums all K columns of the window, also those past its count "
+            "(their weight is 0, but 0 * inf is NaN, and they may lie past the tensor's end)",
+            "csrc/upsample_cuda.cu", "      if (k < win.count) {", "      {", cuda_only=True),
+    Variant("cuda-gather-no-row-weight", "weighs each column by its column weight only",
+            "csrc/upsample_cuda.cu", "        const T weight = wy * win.weight[k];",
+            "        const T weight = win.weight[k];", cuda_only=True),
+    Variant("cuda-gather-one-tap-row-weight", "weighs a grad_out row by the tap that names input row h first, "
+            "missing the second tap at the last row (both taps there)",
+            "csrc/upsample_cuda.cu", "const T wy = tap_weight<T>(Taps<T>{rows.i0[dh], rows.i1[dh], rows.l[dh]}, h);",
+            "const T wy = rows.i0[dh] == h ? T(1) - rows.l[dh] : rows.l[dh];", cuda_only=True),
 
     # --- outside the exercises: the forward kernels, the entry points, the Python layer ------
     Variant("swapped-h-w", "takes the row ratio from the widths and the column ratio from the heights",
@@ -176,8 +185,8 @@ VARIANTS = [
             "csrc/upsample_cuda.cu", "forward_kernel<scalar_t><<<l.grid, l.block, 0, stream>>>(",
             "forward_kernel<scalar_t><<<l.grid, l.block>>>(", cuda_only=True),
     Variant("cuda-gather-default-stream", "launches the CUDA gather backward on the legacy default stream",
-            "csrc/upsample_cuda.cu", "gather_kernel<scalar_t, kPlanes><<<l.grid, l.block, 0, stream>>>(",
-            "gather_kernel<scalar_t, kPlanes><<<l.grid, l.block>>>(", cuda_only=True),
+            "csrc/upsample_cuda.cu", "gather_kernel<scalar_t, kPlanes, decltype(k_tag)::value><<<l.grid, l.block, 0, stream>>>(",
+            "gather_kernel<scalar_t, kPlanes, decltype(k_tag)::value><<<l.grid, l.block>>>(", cuda_only=True),
     Variant("scale-inverted-in-T", "1 / scale computed in T after rounding the scale to T (one ulp off)",
             "csrc/upsample.h", "return static_cast<T>(1.0 / *scale);", "return T(1) / static_cast<T>(*scale);"),
 ]
