@@ -426,8 +426,11 @@ constexpr int kGatherWidth = 64;
 // -> 0.198 ms (H100, one A/B run); float32 keeps 8: 16 were slower in an
 // earlier A/B run, and 4 in a later one (x2 0.304 -> 0.415 ms, x4 0.906 ->
 // 1.268, x0.5 0.073 -> 0.108), both before the column weights moved into
-// registers. (The channels-last gather's kV channels per thread was the
-// fastest of 1, 2, kV, 2 kV and 4 kV.)
+// registers. With the weights in registers, measured again (H100, one A/B
+// run): bf16 with 8 planes level (0.202 ms both), float32 with 4 planes
+// slower (x2 0.264 -> 0.304 ms, x0.5 0.075 -> 0.112, x4 0.770 -> 0.799). (The
+// channels-last gather's kV channels per thread was the fastest of 1, 2, kV,
+// 2 kV and 4 kV.)
 template <typename scalar_t>
 constexpr int kGatherPlanes = sizeof(scalar_t) == 2 ? 16 : 8;
 
