@@ -545,20 +545,12 @@ def check_backward_scale_factor(up, device, mode, recompute):
             assert_close64(x.grad, ref, what + " vs F.interpolate")
 
 
-def misaligned(t: torch.Tensor) -> torch.Tensor:
-    """t's values and strides in storage that starts one element after an allocation's start."""
-    flat = torch.empty(t.untyped_storage().nbytes() // t.element_size() + 1, dtype=t.dtype, device=t.device)
-    out = flat[1:].as_strided(t.shape, t.stride())
-    out.copy_(t)
-    return out
-
-
 def check_backward_grad_out_layouts(up, device, mode):
     """grad_out channels_last, transposed, sliced, offset and expanded (stride 0)."""
     base = torch.randn(3, 6, 13, 16, device=device, dtype=torch.float64)
     layouts = {
         "channels_last": base.to(memory_format=torch.channels_last),
-        "channels_last, 8 bytes off a 16-byte boundary": misaligned(base.to(memory_format=torch.channels_last)),
+        "channels_last, one element off an aligned address": misaligned_channels_last(base),
         "transposed": base.transpose(2, 3).contiguous().transpose(2, 3),
         "sliced": base[:, ::2, 1:, 2:],
         "offset": base[1:],

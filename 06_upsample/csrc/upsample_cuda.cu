@@ -596,6 +596,15 @@ cudaStream_t current_stream(int32_t device) {
   return static_cast<cudaStream_t>(stream);
 }
 
+// Calls f with std::integral_constant<int, K> for the gather's window bound kw
+// (2, 4 or 8): K becomes a template argument of the kernel.
+template <typename F>
+void with_window(int kw, F&& f) {
+  if (kw == 2) return f(std::integral_constant<int, 2>{});
+  if (kw == 4) return f(std::integral_constant<int, 4>{});
+  return f(std::integral_constant<int, 8>{});
+}
+
 }  // namespace
 
 void upsample_forward_cuda(const torch::stable::Tensor& x, torch::stable::Tensor& out, const ResizeGeometry& g) {
@@ -636,15 +645,6 @@ void upsample_forward_cuda(const torch::stable::Tensor& x, torch::stable::Tensor
     STD_CUDA_KERNEL_LAUNCH_CHECK();
   });
 }
-
-namespace {
-template <typename F>
-void with_window(int kw, F&& f) {
-  if (kw == 2) return f(std::integral_constant<int, 2>{});
-  if (kw == 4) return f(std::integral_constant<int, 4>{});
-  return f(std::integral_constant<int, 8>{});
-}
-}  // namespace
 
 void upsample_backward_cuda(const torch::stable::Tensor& grad_out, torch::stable::Tensor& grad_in,
                             const ResizeGeometry& g, bool gather) {
