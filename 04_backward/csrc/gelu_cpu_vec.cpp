@@ -84,6 +84,10 @@ static inline Vectorized<double> gelu_exp(const Vectorized<double>& x) { return 
 // of SLEEF's 1 ulp) and whose gelu_erf is Vectorized<float>::erf's formula with
 // that exp inside. gelu.h's formulas run on it unchanged: the same code, cheaper
 // building blocks.
+// In an unnamed namespace: this file is compiled once per instruction set, and
+// each build's Coarse (and gelu_value<Coarse>, ...) must be a type of its own,
+// or the linker could hand the AVX-512 loop the AVX2 build's functions.
+namespace {
 struct Coarse {
   Vectorized<float> v;
   Coarse(double c) : v(static_cast<float>(c)) {}  // the T(...) constants of gelu.h
@@ -106,6 +110,7 @@ static inline Coarse gelu_erf(const Coarse& x) {
   const F e = one - poly * t * (x.v * x.v).neg().exp_u20();
   return F::blendv(e, e.neg(), x.v < F(0.f));  // erf is odd
 }
+}  // namespace
 #endif
 
 #include "gelu.h"
