@@ -434,9 +434,23 @@ constexpr int kGatherWidth = 64;
 template <typename scalar_t>
 constexpr int kGatherPlanes = sizeof(scalar_t) == 2 ? 16 : 8;
 
+// Both gather kernels ask for 4 blocks of 256 threads per SM, which caps them
+// at 64 registers. Left alone, ptxas gave the bf16 and x4 gathers 72-78
+// registers and the channels-last ones 76: 3 blocks, a third of the warp slots
+// (ncu), with the warps waiting on loads. With the cap (ptxas spills 4-12
+// bytes in some instantiations, 76-120 in a few 2-byte ones), in one A/B run
+// on the H100: bf16 x2 0.203 -> 0.179 ms, x4 0.771 -> 0.732, channels-last
+// float32 0.345 -> 0.306, RGB 1080p channels-last 0.109 -> 0.085; the other
+// cases level. 5 blocks (51 registers) were slower (x2 0.269 -> 0.325, x4
+// 0.720 -> 0.951). double keeps its registers: capped, its instantiations
+// spill up to 152 bytes, and no case of the benchmark measures it.
+template <typename scalar_t>
+constexpr int kGatherMinBlocks = sizeof(scalar_t) == 8 ? 1 : 4;
+
 template <typename scalar_t, int kPlanes, int K>
-__global__ void gather_kernel(const scalar_t* __restrict__ grad_out, scalar_t* __restrict__ grad_in, int64_t planes,
-                              AxisPlan<opmath_type<scalar_t>> rows, AxisPlan<opmath_type<scalar_t>> cols) {
+__global__ void __launch_bounds__(kThreads, kGatherMinBlocks<scalar_t>)
+    gather_kernel(const scalar_t* __restrict__ grad_out, scalar_t* __restrict__ grad_in, int64_t planes,
+                  AxisPlan<opmath_type<scalar_t>> rows, AxisPlan<opmath_type<scalar_t>> cols) {
   using T = opmath_type<scalar_t>;
   const int64_t w = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (w >= cols.in) {
@@ -541,9 +555,9 @@ __global__ void __launch_bounds__(kThreads) forward_nhwc_kernel(
 // Gather: a thread per NC neighbouring channels of one grad_in pixel
 // (step = C: the "planes" are the channels), as one 16-byte pack when kPack.
 template <typename scalar_t, int NC, int K, bool kPack>
-__global__ void gather_nhwc_kernel(const scalar_t* __restrict__ grad_out, scalar_t* __restrict__ grad_in,
-                                   int64_t rows, int64_t C, AxisPlan<opmath_type<scalar_t>> rows_plan,
-                                   AxisPlan<opmath_type<scalar_t>> cols) {
+__global__ void __launch_bounds__(kThreads, kGatherMinBlocks<scalar_t>)
+    gather_nhwc_kernel(const scalar_t* __restrict__ grad_out, scalar_t* __restrict__ grad_in, int64_t rows, int64_t C,
+                       AxisPlan<opmath_type<scalar_t>> rows_plan, AxisPlan<opmath_type<scalar_t>> cols) {
   using T = opmath_type<scalar_t>;
   const int64_t groups = C / NC;
   const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;  // (w, channel group)
