@@ -427,13 +427,44 @@ def test_channels_last_forward(up, device, dtype, shape, size, mode):
         what = f"{mode} forward, {name} {list(shape)} -> {list(size)}"
         assert_same_layout(out, Fn.interpolate(xl.float(), size=size, mode="bilinear"), what)
         check(out, ref_forward(x, size, mode), what)
-        same_as_nchw(out, nchw, what + " vs the NCHW result")
+        same_up_to_fma(out, nchw, what + " vs the NCHW result")
 
 
-def same_as_nchw(out: torch.Tensor, nchw: torch.Tensor, what: str) -> None:
-    """The same values from both layouts: bit for bit on the CPU (the same arithmetic in the same
-    order, and no fused multiply-adds in the CPU build); on a GPU within one rounding, since nvcc
-    may fuse a different multiply and add into an FMA in each kernel."""
+# Exact x0.5 and x2 along W, W_out a multiple of 8 (every dtype's 16-byte pack), and x2 on
+# short rows (every thread at an edge): the CUDA forward then loads whole spans of input
+# columns (x0.5: two 16-byte packs; x2 in half_pixel: three 8-byte loads) instead of one
+# value per tap.
+SPAN_SHAPES = [((2, 3, 6, 32), (3, 16)), ((1, 2, 5, 48), (9, 24)), ((2, 3, 5, 40), (10, 80)),
+               ((1, 2, 3, 4), (6, 8)), ((1, 2, 2, 1), (4, 2)), ((1, 1, 4, 2), (3, 4))]
+SPAN_IDS = [f"{s[2]}x{s[3]}-to-{o[0]}x{o[1]}" for s, o in SPAN_SHAPES]
+
+
+@pytest.mark.exercise("source-coordinate")
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("shape, size", SPAN_SHAPES, ids=SPAN_IDS)
+def test_forward_spans(up, device, dtype, shape, size, mode):
+    """x0.5 and x2 along W: the reference's values, and those of the same input one element past
+    an aligned address (which the CUDA kernel reads one value per tap): bit for bit at x0.5,
+    within one rounding at x2 (see same_up_to_fma)."""
+    x = torch.randn(shape, device=device, dtype=dtype)
+    what = f"{mode} forward {list(shape)} -> {list(size)}"
+    with poisoned_empty():
+        out = up.upsample_bilinear(x, size, mode=mode)
+    check(out, ref_forward(x, size, mode), what)
+    shifted = torch.empty(x.numel() + 1, device=device, dtype=dtype)[1:].view(shape)
+    shifted.copy_(x)
+    by_taps = up.upsample_bilinear(shifted, size, mode=mode)
+    if size[1] < shape[3]:
+        assert_bitwise(by_taps, out, what=what + ", misaligned input")
+    else:
+        same_up_to_fma(by_taps, out, what + ", misaligned input")
+
+
+def same_up_to_fma(out: torch.Tensor, nchw: torch.Tensor, what: str) -> None:
+    """The same values from two kernels that do the same arithmetic (two layouts, or two ways of
+    loading the input): bit for bit on the CPU (the same operations in the same order, and no fused
+    multiply-adds in the CPU build); on a GPU within one rounding, since nvcc may fuse a different
+    multiply and add into an FMA in each kernel."""
     if out.device.type == "cpu":
         assert_bitwise(out.contiguous(), nchw, what=what)
     else:
@@ -453,7 +484,7 @@ def check_channels_last_backward(up, device, dtype, shape, size, mode, method):
         assert_same_layout(grad_in, like, what)
         check(grad_in, ref_backward(grad_out, shape[2:], mode), what)
         if method == "gather":  # one writer per element, the NCHW kernel's order of additions
-            same_as_nchw(grad_in, bw(grad_out, list(shape[2:]), mode, method), what + " vs the NCHW result")
+            same_up_to_fma(grad_in, bw(grad_out, list(shape[2:]), mode, method), what + " vs the NCHW result")
     # through autograd: x.grad in x's layout, as F.interpolate's backward gives it
     x = torch.randn(shape, device=device, dtype=dtype).contiguous(memory_format=torch.channels_last)
     x.requires_grad_()

@@ -146,6 +146,48 @@ struct GatherTable {
   }
 };
 
+// BEGIN SOLUTION gather-backward
+// STUB: // (room for helpers of your kernel, if you want any)
+// One grad_out row gathered along W: dst[w] = sum over the outputs dw that read
+// input column w of wx(dw, w) * go_row[dw], for every w. K is at least the
+// longest range, fixed at compile time: the loop over a range is unrolled and
+// its bound check predicted, instead of a loop whose trip count is loaded per
+// column (a range is 1 long at x0.5, 4 at x2, 8 at x4).
+template <int K, typename scalar_t, typename opmath_t>
+static void gather_line_k(const GatherTable<opmath_t>& cols, const scalar_t* __restrict__ go_row,
+                          opmath_t* __restrict__ dst) {
+  const int64_t n = static_cast<int64_t>(cols.begin.size());
+  for (int64_t w = 0; w < n; ++w) {
+    const opmath_t* wx = cols.weight.data() + cols.offset[w];
+    const scalar_t* go = go_row + cols.begin[w];
+    const int64_t count = cols.end[w] - cols.begin[w];
+    opmath_t sum = 0;
+    if constexpr (K > 0) {
+#pragma GCC unroll 8
+      for (int k = 0; k < K; ++k) {
+        if (k < count) {
+          sum += wx[k] * static_cast<opmath_t>(go[k]);
+        }
+      }
+    } else {  // K = 0: any length
+      for (int64_t k = 0; k < count; ++k) {
+        sum += wx[k] * static_cast<opmath_t>(go[k]);
+      }
+    }
+    dst[w] = sum;
+  }
+}
+
+template <typename scalar_t, typename opmath_t>
+static void gather_line(const GatherTable<opmath_t>& cols, const scalar_t* go_row, opmath_t* dst) {
+  if (cols.longest <= 1) return gather_line_k<1>(cols, go_row, dst);
+  if (cols.longest <= 2) return gather_line_k<2>(cols, go_row, dst);
+  if (cols.longest <= 4) return gather_line_k<4>(cols, go_row, dst);
+  if (cols.longest <= 8) return gather_line_k<8>(cols, go_row, dst);
+  return gather_line_k<0>(cols, go_row, dst);
+}
+// END SOLUTION
+
 // grad_out: planes x H_out x W_out, grad_in: planes x H_in x W_in, both packed.
 template <typename scalar_t>
 static void backward_kernel(const scalar_t* grad_out, scalar_t* grad_in, const ResizeGeometry& g) {
@@ -172,31 +214,33 @@ static void backward_kernel(const scalar_t* grad_out, scalar_t* grad_in, const R
     // slot, so a range of up to `slots` rows is gathered along W once.
     LineCache<opmath_t> cache(slots, g.W_in);
     std::vector<opmath_t> acc(g.W_in);
+    const std::vector<opmath_t> zeros(g.W_in, opmath_t(0));
     for (int64_t row = begin; row < end; ++row) {
       const int64_t p = row / g.H_in, h = row % g.H_in;
-      std::fill(acc.begin(), acc.end(), opmath_t(0));
-      for (int64_t dh = rows.begin[h]; dh < rows.end[h]; ++dh) {
+      scalar_t* gi_row = grad_in + row * g.W_in;
+      const int64_t first = rows.begin[h], last = rows.end[h] - 1;
+      if (first > last) {  // no output row reads input row h: its gradient is 0
+        std::fill(gi_row, gi_row + g.W_in, static_cast<scalar_t>(0));
+        continue;
+      }
+      for (int64_t dh = first; dh <= last; ++dh) {
         // grad_out row dh of plane p, gathered along W: line[w] for every input column w
         const opmath_t* line = cache.get(p * g.H_out + dh, dh % slots, [&](opmath_t* dst) {
-          const scalar_t* go_row = grad_out + (p * g.H_out + dh) * g.W_out;
-          for (int64_t w = 0; w < g.W_in; ++w) {
-            const opmath_t* wx = cols.weight.data() + cols.offset[w];
-            const scalar_t* go = go_row + cols.begin[w];
-            opmath_t sum = 0;
-            for (int64_t k = 0; k < cols.end[w] - cols.begin[w]; ++k) {
-              sum += wx[k] * static_cast<opmath_t>(go[k]);
-            }
-            dst[w] = sum;
-          }
+          gather_line(cols, grad_out + (p * g.H_out + dh) * g.W_out, dst);
         });
-        const opmath_t wy = rows.weight[rows.offset[h] + (dh - rows.begin[h])];
-        for (int64_t w = 0; w < g.W_in; ++w) {  // contiguous: vectorised
-          acc[w] += wy * line[w];
+        const opmath_t wy = rows.weight[rows.offset[h] + (dh - first)];
+        // One pass over the row per grad_out row: the first adds to zeros (no
+        // separate zeroing pass), the last stores (no separate store pass).
+        const opmath_t* sum = dh == first ? zeros.data() : acc.data();
+        if (dh < last) {
+          for (int64_t w = 0; w < g.W_in; ++w) {  // contiguous: vectorised
+            acc[w] = sum[w] + wy * line[w];
+          }
+        } else {
+          for (int64_t w = 0; w < g.W_in; ++w) {
+            gi_row[w] = static_cast<scalar_t>(sum[w] + wy * line[w]);  // one rounding, at the end
+          }
         }
-      }
-      scalar_t* gi_row = grad_in + row * g.W_in;
-      for (int64_t w = 0; w < g.W_in; ++w) {
-        gi_row[w] = static_cast<scalar_t>(acc[w]);  // one rounding, at the end
       }
     }
   });
@@ -219,10 +263,16 @@ static void backward_kernel_nhwc(const scalar_t* grad_out, scalar_t* grad_in, co
   torch::stable::parallel_for(0, N * g.H_in, grain, [&](int64_t begin, int64_t end) {
     LineCache<opmath_t> cache(slots, length);
     std::vector<opmath_t> acc(length);
+    const std::vector<opmath_t> zeros(length, opmath_t(0));
     for (int64_t row = begin; row < end; ++row) {
       const int64_t n = row / g.H_in, h = row % g.H_in;
-      std::fill(acc.begin(), acc.end(), opmath_t(0));  // a fresh sum for each row
-      for (int64_t dh = rows.begin[h]; dh < rows.end[h]; ++dh) {
+      scalar_t* gi_row = grad_in + row * length;
+      const int64_t first = rows.begin[h], last = rows.end[h] - 1;
+      if (first > last) {
+        std::fill(gi_row, gi_row + length, static_cast<scalar_t>(0));
+        continue;
+      }
+      for (int64_t dh = first; dh <= last; ++dh) {
         const opmath_t* line = cache.get(n * g.H_out + dh, dh % slots, [&](opmath_t* dst) {
           const scalar_t* go_row = grad_out + (n * g.H_out + dh) * g.W_out * C;
           for (int64_t w = 0; w < g.W_in; ++w) {
@@ -237,14 +287,17 @@ static void backward_kernel_nhwc(const scalar_t* grad_out, scalar_t* grad_in, co
             }
           }
         });
-        const opmath_t wy = rows.weight[rows.offset[h] + dh - rows.begin[h]];
-        for (int64_t i = 0; i < length; ++i) {
-          acc[i] += wy * line[i];
+        const opmath_t wy = rows.weight[rows.offset[h] + dh - first];
+        const opmath_t* sum = dh == first ? zeros.data() : acc.data();  // as in NCHW: one pass per line
+        if (dh < last) {
+          for (int64_t i = 0; i < length; ++i) {
+            acc[i] = sum[i] + wy * line[i];
+          }
+        } else {
+          for (int64_t i = 0; i < length; ++i) {
+            gi_row[i] = static_cast<scalar_t>(sum[i] + wy * line[i]);  // one rounding, at the end
+          }
         }
-      }
-      scalar_t* gi_row = grad_in + row * length;
-      for (int64_t i = 0; i < length; ++i) {
-        gi_row[i] = static_cast<scalar_t>(acc[i]);  // one rounding, at the end
       }
     }
   });
