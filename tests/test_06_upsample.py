@@ -460,16 +460,16 @@ def test_forward_spans(up, device, dtype, shape, size, mode):
         same_up_to_fma(by_taps, out, what + ", misaligned input")
 
 
-def same_up_to_fma(out: torch.Tensor, nchw: torch.Tensor, what: str) -> None:
+def same_up_to_fma(out: torch.Tensor, other: torch.Tensor, what: str) -> None:
     """The same values from two kernels that do the same arithmetic (two layouts, or two ways of
     loading the input): bit for bit on the CPU (the same operations in the same order, and no fused
     multiply-adds in the CPU build); on a GPU within one rounding, since nvcc may fuse a different
     multiply and add into an FMA in each kernel."""
     if out.device.type == "cpu":
-        assert_bitwise(out.contiguous(), nchw, what=what)
+        assert_bitwise(out.contiguous(), other, what=what)
     else:
         eps = torch.finfo(out.dtype).eps
-        torch.testing.assert_close(out.contiguous(), nchw, rtol=eps, atol=eps * max(1.0, nchw.abs().max().item()),
+        torch.testing.assert_close(out.contiguous(), other, rtol=eps, atol=eps * max(1.0, other.abs().max().item()),
                                    msg=lambda m: f"{what}: {m}")
 
 
