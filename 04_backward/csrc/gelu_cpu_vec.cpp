@@ -112,6 +112,20 @@ static inline Coarse gelu_erf(const Coarse& x) {
   const F e = one - poly * t * (x.v * x.v).neg().exp_u20();
   return F::blendv(e, e.neg(), x.v < F(0.f));  // erf is odd
 }
+
+// The vector type the formulas run on for a dtype's loop (Coarse for float,
+// Vectorized<double> with SLEEF's erf and exp for double), and back to the
+// vector the loop stores.
+template <typename scalar_t>
+struct MathOf {
+  using type = Vectorized<scalar_t>;
+};
+template <>
+struct MathOf<float> {
+  using type = Coarse;
+};
+static inline Vectorized<float> as_vec(const Coarse& c) { return c.v; }
+static inline Vectorized<double> as_vec(const Vectorized<double>& v) { return v; }
 }  // namespace
 #endif
 
@@ -150,17 +164,21 @@ static void vector_loop(T* out, int64_t begin, int64_t end, F f, const In*... in
   }
 }
 
+// float32 and float64.
 template <typename scalar_t>
 static void forward_loop(const scalar_t* x, scalar_t* out, int64_t begin, int64_t end) {
   using Vec = Vectorized<scalar_t>;
-  vector_loop<Vec>(out, begin, end, [](const Vec& v) { return gelu_value<Vec>(v); }, x);
+  using Math = typename MathOf<scalar_t>::type;
+  vector_loop<Vec>(out, begin, end, [](const Vec& v) { return as_vec(gelu_value<Math>(v)); }, x);
 }
 
 template <typename scalar_t>
 static void backward_loop(const scalar_t* grad, const scalar_t* x, scalar_t* grad_in, int64_t begin, int64_t end) {
   using Vec = Vectorized<scalar_t>;
+  using Math = typename MathOf<scalar_t>::type;
   // The chain rule, as in the plain loop: dL/dx = dL/dgelu * gelu'(x).
-  vector_loop<Vec>(grad_in, begin, end, [](const Vec& g, const Vec& v) { return g * gelu_derivative<Vec>(v); }, grad, x);
+  vector_loop<Vec>(grad_in, begin, end, [](const Vec& g, const Vec& v) { return g * as_vec(gelu_derivative<Math>(v)); },
+                   grad, x);
 }
 
 // float16 and bfloat16: a vector of 16 is widened into two vectors of 8 floats,
@@ -188,15 +206,10 @@ static void backward_loop_reduced(const half_t* grad, const half_t* x, half_t* g
   vector_loop<Vec>(grad_in, begin, end, one, grad, x);
 }
 
-void forward(const float* x, float* out, int64_t begin, int64_t end) {
-  using Vec = Vectorized<float>;
-  vector_loop<Vec>(out, begin, end, [](const Vec& v) { return gelu_value<Coarse>(v).v; }, x);
-}
+void forward(const float* x, float* out, int64_t begin, int64_t end) { forward_loop(x, out, begin, end); }
 void forward(const double* x, double* out, int64_t begin, int64_t end) { forward_loop(x, out, begin, end); }
 void backward(const float* g, const float* x, float* gi, int64_t begin, int64_t end) {
-  using Vec = Vectorized<float>;
-  vector_loop<Vec>(gi, begin, end, [](const Vec& gv, const Vec& v) { return gv * gelu_derivative<Coarse>(v).v; }, g,
-                   x);
+  backward_loop(g, x, gi, begin, end);
 }
 void backward(const double* g, const double* x, double* gi, int64_t begin, int64_t end) {
   backward_loop(g, x, gi, begin, end);

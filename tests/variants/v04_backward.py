@@ -44,11 +44,8 @@ VARIANTS = [
             "csrc/gelu_cpu_vec.cpp", "  if (i < end) {\n    const int rest = static_cast<int>(end - i);\n    f(Vec::loadu(in + i, rest)...)",
             "  if (false) {\n    const int rest = static_cast<int>(end - i);\n    f(Vec::loadu(in + i, rest)...)"),
     Variant("gelu-vec-backward-without-grad-out", "the vectorised CPU backward stores gelu'(x), not grad_out * gelu'(x)",
-            "csrc/gelu_cpu_vec.cpp", "[](const Vec& g, const Vec& v) { return g * gelu_derivative<Vec>(v); }",
-            "[](const Vec& g, const Vec& v) { return gelu_derivative<Vec>(v); }"),
-    Variant("gelu-vec-float-backward-without-grad-out", "the vectorised float32 CPU backward stores gelu'(x), "
-            "not grad_out * gelu'(x)",
-            "csrc/gelu_cpu_vec.cpp", "return gv * gelu_derivative<Coarse>(v).v;", "return gelu_derivative<Coarse>(v).v;"),
+            "csrc/gelu_cpu_vec.cpp", "{ return g * as_vec(gelu_derivative<Math>(v)); }",
+            "{ return as_vec(gelu_derivative<Math>(v)); }"),
     Variant("gelu-grad-out-assumed-contiguous", "gelu_backward reads grad_out as if it were contiguous",
             "csrc/gelu_cpu.cpp", "const at::Tensor grad_out = grad_out_in.contiguous();", "const at::Tensor grad_out = grad_out_in;"),
     Variant("gelu-x-assumed-contiguous", "gelu_forward reads x as if it were contiguous",
