@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("chapter")
     p.add_argument("--force", action="store_true", help="replace an existing workspace (your edits are lost)")
     p.set_defaults(fn=cmd_exercise)
-    p = sub.add_parser("grade", help="grade your workspace for chapter NN, each exercise alone")
+    p = grade = sub.add_parser("grade", help="grade your workspace for chapter NN, each exercise alone")
     p.add_argument("chapter")
     p.add_argument("exercises", nargs="*", help="only these exercises")
     p.add_argument("--solution", action="store_true", help="grade the chapter's own solution instead")
@@ -213,6 +213,9 @@ def main(argv: list[str] | None = None) -> int:
         # Everything after the command goes to pytest as it is (-k, -x, --lf, paths).
         args = parser.parse_args(argv[:1])
         args.pytest_args = list(argv[1:])
+    elif argv and argv[0] == "grade":
+        # Options and exercise names in any order: grade 06 --cpu-only gather-backward.
+        args = grade.parse_intermixed_args(argv[1:])
     else:
         args = parser.parse_args(argv)
     try:

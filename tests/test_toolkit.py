@@ -181,3 +181,16 @@ def test_a_build_without_code_for_the_visible_gpu_is_refused_with_the_fix(tmp_pa
         build._check_gpu_code(lib)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
     build._check_gpu_code(lib)  # covered: no error
+
+
+@pytest.mark.parametrize("argv", [["grade", "06", "--cpu-only", "gather-backward", "-v"],
+                                  ["grade", "06", "gather-backward", "--cpu-only", "-v"],
+                                  ["grade", "--cpu-only", "-v", "06", "gather-backward"]])
+def test_grade_takes_options_and_exercises_in_any_order(argv, monkeypatch):
+    import coursekit.__main__ as cli
+
+    seen = []
+    monkeypatch.setattr(cli, "cmd_grade", lambda args: seen.append(args) or 0)
+    assert cli.main(argv) == 0
+    (args,) = seen
+    assert (args.chapter, args.exercises, args.cpu_only, args.verbose) == ("06", ["gather-backward"], True, True)
