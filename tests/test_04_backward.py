@@ -18,7 +18,8 @@ import torch.nn.functional as Fn
 
 from coursekit import ROOT
 from coursekit.build import load_python
-from coursekit.testing import TOLERANCE, assert_bitwise, assert_close, assert_float64, assert_rounded, expect_error, poisoned_empty
+from coursekit.testing import (TOLERANCE, assert_bitwise, assert_close, assert_float64, assert_rounded, expect_error,
+                               poisoned_empty, ulp_of)
 
 CHAPTER = "04"
 
@@ -103,16 +104,68 @@ def test_poisoning_reaches_cpp():
 
 # ---------------------------------------------------------------------------- gelu-derivative
 
-@pytest.fixture(params=["vector", "plain"])
+GELU_VECTOR_BUILDS = ["avx2", "avx512", "avx512_bf16"]  # narrowest first
+
+
+@pytest.fixture(params=["vector", "plain", "avx512", "avx2"])
 def gelu_loops(request, ext, device):
-    """The CPU GELU has two loops: the vector ones (AVX2 or AVX-512, where the CPU has them) and
-    the plain one (one value at a time, for CPUs without AVX2). Both are graded: "plain" switches
-    the vector loops off for the test (a CPU without them runs the plain loop in both)."""
-    if request.param == "plain" and device != "cpu":
-        pytest.skip("the plain loop is the CPU's")
-    ext.gelu_cpu_loops("plain" if request.param == "plain" else "auto")
-    yield request.param
+    """The CPU GELU has two kinds of loop: the vector ones (AVX2, AVX-512, AVX-512 with
+    AVX512_BF16: the widest the CPU has) and the plain one (one value at a time, for CPUs
+    without AVX2). All are graded: "plain" switches the vector loops off for the test (a CPU
+    without them runs the plain loop in both), and "avx512" / "avx2" run a narrower vector build
+    where the CPU has a wider one (skipped where it has not)."""
+    choice = request.param
+    if choice != "vector" and device != "cpu":
+        pytest.skip("the plain loop and the narrower vector builds are the CPU's")
+    if choice in GELU_VECTOR_BUILDS:
+        widest = ext.gelu_cpu_loops("auto")
+        if widest not in GELU_VECTOR_BUILDS or GELU_VECTOR_BUILDS.index(choice) >= GELU_VECTOR_BUILDS.index(widest):
+            pytest.skip(f"this CPU's widest GELU loops are {widest!r}: {choice!r} is not a narrower build")
+    in_use = ext.gelu_cpu_loops("auto" if choice == "vector" else choice)
+    assert choice == "vector" or in_use == choice, f"gelu_cpu_loops({choice!r}) runs {in_use!r}"
+    yield choice
     ext.gelu_cpu_loops("auto")
+
+
+def test_gelu_cpu_loops_choices(ext):
+    """gelu_cpu_loops names the loops it runs, and refuses a build the CPU cannot run."""
+    widest = ext.gelu_cpu_loops("auto")
+    assert widest in ["plain", *GELU_VECTOR_BUILDS]
+    try:
+        with expect_error(r"avx512_bf16"):  # the message lists the choices
+            ext.gelu_cpu_loops("sse")
+        wider = GELU_VECTOR_BUILDS[GELU_VECTOR_BUILDS.index(widest) + 1:] if widest != "plain" else GELU_VECTOR_BUILDS
+        for build in wider:
+            with expect_error(f"cannot run the \"{build}\" loops"):
+                ext.gelu_cpu_loops(build)
+        assert ext.gelu_cpu_loops("plain") == "plain"
+    finally:
+        assert ext.gelu_cpu_loops("auto") == widest
+
+
+def test_gelu_bfloat16_rounding_instruction(ext):
+    """The AVX512_BF16 build differs from the AVX-512 one only in how it rounds float to
+    bfloat16 (one instruction, and the integer code where a lane is denormal): the same bits,
+    save NaN payloads."""
+    if ext.gelu_cpu_loops("auto") != "avx512_bf16":
+        pytest.skip("this CPU has no AVX512_BF16")
+    tiny = torch.finfo(torch.bfloat16).tiny
+    x = torch.cat([torch.randn(1 << 20, dtype=torch.float64) * 3,  # ordinary values
+                   torch.tensor([0.0, -0.0, float("inf"), -float("inf"), float("nan")], dtype=torch.float64),
+                   torch.linspace(-4 * tiny, 4 * tiny, 999, dtype=torch.float64)]).to(torch.bfloat16)  # denormal results
+    grad_out = torch.randn(x.shape, dtype=torch.float64).to(torch.bfloat16)
+    got = {}
+    try:
+        for build in ("avx512", "avx512_bf16"):
+            ext.gelu_cpu_loops(build)
+            got[build] = (ext.gelu_forward(x), ext.gelu_backward(grad_out, x))
+    finally:
+        ext.gelu_cpu_loops("auto")
+    for i, what in enumerate(("gelu_forward", "gelu_backward")):
+        new, old = got["avx512_bf16"][i], got["avx512"][i]
+        # NaN stays NaN in both (its payload bits differ: the instruction keeps the float's).
+        assert torch.equal(new.isnan(), old.isnan()), f"{what}: NaN in different places"
+        assert_bitwise(new[~new.isnan()], old[~old.isnan()], what=f"{what}, avx512_bf16 against avx512")
 
 
 # Large |x| (Phi saturates at 0 or 1, phi underflows to 0), zero, tiny and ordinary values.
@@ -122,6 +175,30 @@ GELU_VALUES = [-30.0, -8.0, -3.0, -2.0186, -1.0, -0.7518, -1e-3, 0.0, 1e-3, 0.5,
 def gelu_inputs(device, dtype, n=10_000):
     x = torch.cat([torch.tensor(GELU_VALUES, dtype=torch.float64), torch.randn(n, dtype=torch.float64) * 3])
     return x.to(device, dtype)
+
+
+# float32 GELU, element by element. The vector loops' erf and exp are polynomials (erf within
+# 1.5e-7 absolute, exp within about 2e-6 relative), so a float32 result is a few ulps from the
+# float64 value rather than correctly rounded: ours stays within 5 ulps of max(|result|, scale)
+# on 4,194,304 values of standard deviation 3 (F.gelu within 10), where scale is 1 for the
+# forward and |grad_out| for the backward (whose error grows with grad_out). 16 ulps leaves room
+# for any sound formula and catches an erf or exp that is off by 1e-5 (a relative-norm
+# tolerance lets it through).
+GELU32_ULPS = 16
+
+
+def assert_gelu_float32(out, x, ref64, scale, what):
+    assert out.dtype == torch.float32, f"{what}: dtype {out.dtype}, expected torch.float32"
+    got, ref = out.detach().double().cpu().flatten(), ref64.detach().double().cpu().flatten()
+    bad = (~torch.isfinite(got)).sum().item()
+    assert bad == 0, f"{what}: {bad} of {out.numel()} elements are NaN/Inf (never written, or a stub?)"
+    scale = torch.as_tensor(scale, dtype=torch.float64).flatten()
+    ulps = (got - ref).abs() / ulp_of(torch.maximum(ref.abs(), scale), torch.float32)
+    i = int(torch.argmax(ulps))
+    assert ulps[i] <= GELU32_ULPS, (
+        f"{what}: {int((ulps > GELU32_ULPS).sum())} of {out.numel()} elements are more than {GELU32_ULPS} float32 ulps "
+        f"from the float64 value; worst at x = {x.flatten()[i].item():.7g}: got {got[i].item():.9g}, expected "
+        f"{ref[i].item():.9g} ({ulps[i].item():.0f} ulps). Is every step in float, with accurate erf and exp?")
 
 
 def gelu_grad_ref(grad_out, x):
@@ -159,7 +236,9 @@ def test_gelu_backward_float32(ext, device, gelu_loops):
     grad_out = torch.randn_like(x)
     with poisoned_empty():
         grad_in = ext.gelu_backward(grad_out, x)
-    assert_close(grad_in, gelu_grad_ref(grad_out, x).float(), torch.float32, what="gelu_backward, float32")
+    ref = gelu_grad_ref(grad_out, x)
+    assert_close(grad_in, ref.float(), torch.float32, what="gelu_backward, float32")
+    assert_gelu_float32(grad_in, x, ref, grad_out.double().abs().cpu(), what="gelu_backward, float32")
 
 
 @pytest.mark.exercise("gelu-derivative")
@@ -689,6 +768,8 @@ def test_gelu_forward(ext, device, dtype, gelu_loops):
         out = ext.gelu_forward(x)
     # torch's default GELU (approximate="none") is the exact erf form, like ours.
     assert_matches(out, Fn.gelu(x.double().cpu()), dtype, what="gelu_forward")
+    if dtype == torch.float32:
+        assert_gelu_float32(out, x, Fn.gelu(x.double().cpu()), 1.0, what="gelu_forward, float32")
 
 
 def _gelu_layouts(x):

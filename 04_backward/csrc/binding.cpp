@@ -18,7 +18,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("gelu_forward", &gelu_forward, "x * Phi(x) (exact GELU)", py::arg("x"));
   m.def("gelu_backward", &gelu_backward, "grad_out * (Phi(x) + x * phi(x))", py::arg("grad_out"), py::arg("x"));
   m.def("gelu_cpu_loops", &gelu_cpu_loops,
-        "the CPU loops GELU runs: \"auto\" (vector loops where the CPU has them) or \"plain\"; returns the ones "
-        "in use: \"avx512\", \"avx2\" or \"plain\"",
+        "the CPU loops GELU runs: \"auto\" (the widest vector loops the CPU can run), \"plain\", or a narrower "
+        "build (\"avx2\", \"avx512\", \"avx512_bf16\"); returns the ones in use",
         py::arg("choice") = "auto");
 }

@@ -80,4 +80,7 @@ GELU_VEC_LOOPS
 namespace gelu_avx512 {
 GELU_VEC_LOOPS
 }
+namespace gelu_avx512_bf16 {
+GELU_VEC_LOOPS
+}
 #undef GELU_VEC_LOOPS

@@ -63,36 +63,52 @@ at::Tensor gelu_backward(const at::Tensor& grad_out_in, const at::Tensor& x_in) 
 }
 
 // Every type goes through the vectorised loops of gelu_cpu_vec.cpp, for the widest
-// instruction set the CPU has (asked once): AVX-512, else AVX2 + FMA. CPUs with
-// neither take the plain loop below: one value at a time, in opmath_t, rounded once
-// (the vector loops do the same, 8 or 16 at a time).
-enum class VecLoops { None, Avx2, Avx512 };
+// instruction set the CPU has (asked once): AVX-512 with AVX512_BF16, else AVX-512,
+// else AVX2 + FMA. CPUs with none of them take the plain loop below: one value at a
+// time, in opmath_t, rounded once (the vector loops do the same, 8 or 16 at a time).
+enum class VecLoops { None, Avx2, Avx512, Avx512Bf16 };  // each can run the ones before it
+static const char* const kLoopNames[] = {"plain", "avx2", "avx512", "avx512_bf16"};
 
-// gelu_cpu_loops("plain") switches the vector loops off, so that the tests can grade
-// the plain loop on a CPU that has AVX2 too.
-static std::atomic<bool> plain_only{false};
+static VecLoops widest_loops() {
+  static const VecLoops widest = gelu_avx512_bf16::available() ? VecLoops::Avx512Bf16
+                                 : gelu_avx512::available()    ? VecLoops::Avx512
+                                 : gelu_avx2::available()      ? VecLoops::Avx2
+                                                               : VecLoops::None;
+  return widest;
+}
+
+// gelu_cpu_loops("plain") switches the vector loops off, and "avx2" / "avx512" pick a
+// narrower build than the CPU's widest, so that the tests can grade every loop this
+// CPU can run.
+static std::atomic<int> chosen{-1};  // -1: the widest
 
 static VecLoops vec_loops() {
-  static const VecLoops loops = gelu_avx512::available() ? VecLoops::Avx512
-                                : gelu_avx2::available() ? VecLoops::Avx2
-                                                         : VecLoops::None;
-  return plain_only.load(std::memory_order_relaxed) ? VecLoops::None : loops;
+  const int c = chosen.load(std::memory_order_relaxed);
+  return c < 0 ? widest_loops() : static_cast<VecLoops>(c);
 }
 
 std::string gelu_cpu_loops(const std::string& choice) {
-  TORCH_CHECK(choice == "auto" || choice == "plain", "gelu_cpu_loops: \"auto\" or \"plain\", got \"", choice, "\"");
-  plain_only.store(choice == "plain");
-  switch (vec_loops()) {
-    case VecLoops::Avx512: return "avx512";
-    case VecLoops::Avx2: return "avx2";
-    default: return "plain";
+  if (choice == "auto") {
+    chosen.store(-1);
+  } else {
+    int c = 0;
+    while (c < 4 && choice != kLoopNames[c]) {
+      ++c;
+    }
+    TORCH_CHECK(c < 4, "gelu_cpu_loops: \"auto\", \"plain\", \"avx2\", \"avx512\" or \"avx512_bf16\", got \"",
+                choice, "\"");
+    TORCH_CHECK(c <= static_cast<int>(widest_loops()), "gelu_cpu_loops: this CPU cannot run the \"", choice,
+                "\" loops; the widest it can run is \"", kLoopNames[static_cast<int>(widest_loops())], "\"");
+    chosen.store(c);
   }
+  return kLoopNames[static_cast<int>(vec_loops())];
 }
 
 // [begin, end) by a vector loop if this CPU can run one; false if not.
 template <typename scalar_t>
 static bool forward_vec(const scalar_t* in, scalar_t* out, int64_t begin, int64_t end) {
   switch (vec_loops()) {
+    case VecLoops::Avx512Bf16: gelu_avx512_bf16::forward(in, out, begin, end); return true;
     case VecLoops::Avx512: gelu_avx512::forward(in, out, begin, end); return true;
     case VecLoops::Avx2: gelu_avx2::forward(in, out, begin, end); return true;
     default: return false;
@@ -102,6 +118,7 @@ static bool forward_vec(const scalar_t* in, scalar_t* out, int64_t begin, int64_
 template <typename scalar_t>
 static bool backward_vec(const scalar_t* grad, const scalar_t* in, scalar_t* grad_in, int64_t begin, int64_t end) {
   switch (vec_loops()) {
+    case VecLoops::Avx512Bf16: gelu_avx512_bf16::backward(grad, in, grad_in, begin, end); return true;
     case VecLoops::Avx512: gelu_avx512::backward(grad, in, grad_in, begin, end); return true;
     case VecLoops::Avx2: gelu_avx2::backward(grad, in, grad_in, begin, end); return true;
     default: return false;

@@ -11,21 +11,25 @@
 // (another compiler, another architecture) the functions below are never called
 // and gelu_cpu.cpp runs its plain loop.
 //
-// It is compiled twice: here for AVX2 + FMA (namespace gelu_avx2), and once more
-// by gelu_cpu_vec512.cpp, which sets GELU_VEC_ISA to 512 and includes this file,
-// for AVX-512 (gelu_avx512), 16 floats per instruction, as PyTorch's own loop
-// gets on a CPU that has it. gelu_cpu.cpp runs the widest one the CPU can.
+// It is compiled three times: here for AVX2 + FMA (namespace gelu_avx2); by
+// gelu_cpu_vec512.cpp, which sets GELU_VEC_ISA to 512 and includes this file, for
+// AVX-512 (gelu_avx512), 16 floats per instruction, as PyTorch's own loop gets on
+// a CPU that has it; and by gelu_cpu_vec512bf16.cpp for AVX-512 plus AVX512_BF16
+// (gelu_avx512_bf16), whose one extra instruction rounds 32 floats to bfloat16.
+// gelu_cpu.cpp runs the widest one the CPU can.
 //
 // CPU_CAPABILITY names the namespace the Vectorized types live in
 // (at::vec::AVX2::Vectorized<float>, at::vec::AVX512::...): the same names
-// PyTorch gives its own builds, and different ones from any other file of this
-// extension.
+// PyTorch gives its own builds (AVX512_BF16 for the third build, a name of its
+// own), and different ones from any other file of this extension.
 #ifndef GELU_VEC_ISA
 #define GELU_VEC_ISA 2  // AVX2
 #endif
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(CPU_CAPABILITY)
 #define GELU_VEC 1
-#if GELU_VEC_ISA == 512
+#if GELU_VEC_ISA == 512 && defined(GELU_VEC_BF16)
+#pragma GCC target("avx,avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")
+#elif GELU_VEC_ISA == 512
 #pragma GCC target("avx,avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")
 #else
 #pragma GCC target("avx,avx2,fma,f16c")
@@ -59,7 +63,11 @@
 #ifndef __AVX512DQ__
 #define __AVX512DQ__ 1
 #endif
+#ifdef GELU_VEC_BF16
+#define CPU_CAPABILITY AVX512_BF16  // the AVX-512 Vectorized, in a namespace of this build's own
+#else
 #define CPU_CAPABILITY AVX512
+#endif
 #define CPU_CAPABILITY_AVX512
 #else
 #define CPU_CAPABILITY AVX2
@@ -77,14 +85,14 @@ static inline Vectorized<double> gelu_erf(const Vectorized<double>& x) { return 
 static inline Vectorized<double> gelu_exp(const Vectorized<double>& x) { return x.exp(); }
 
 // The float loops (float32, and float16/bfloat16 widened to float) compute on
-// Coarse: a float vector whose gelu_exp is ATen's exp_u20 (within 20 float ulps,
-// about 2e-6 relative, instead of SLEEF's 1 ulp) and whose gelu_erf is
+// Coarse: a float vector whose gelu_exp is exp_coarse below (about 2e-6
+// relative, instead of SLEEF's 1 ulp) and whose gelu_erf is
 // Vectorized<float>::erf's formula with that exp inside. gelu.h's formulas run
 // on it unchanged: the same code, cheaper building blocks. The formula's own
 // error (1.5e-7 absolute) is larger than what exp's last bits add: on
 // 16,777,216 values of standard deviation 3, the float32 forward's largest error
 // against the float64 GELU is 4.7e-7 with either exp, the backward's 8.9e-7 with
-// SLEEF's and 8.5e-7 with exp_u20 (F.gelu's: 1.3e-6, aten.gelu_backward's:
+// SLEEF's and 8.5e-7 with exp_coarse (F.gelu's: 1.3e-6, aten.gelu_backward's:
 // 8.9e-7), and a float16/bfloat16 result keeps only 11/8 of the float's bits.
 // In an unnamed namespace: this file is compiled once per instruction set, and
 // each build's Coarse (and gelu_value<Coarse>, ...) must be a type of its own,
@@ -100,7 +108,31 @@ static inline Coarse operator-(const Coarse& a, const Coarse& b) { return a.v - 
 static inline Coarse operator*(const Coarse& a, const Coarse& b) { return a.v * b.v; }
 static inline Coarse operator/(const Coarse& a, const Coarse& b) { return a.v / b.v; }
 static inline Coarse operator-(const Coarse& a) { return a.v.neg(); }
-static inline Coarse gelu_exp(const Coarse& x) { return x.v.exp_u20(); }
+// exp(y) = 2^n * exp(r), n = round(y / ln 2), |r| <= ln(2) / 2, exp(r) by the
+// degree-5 polynomial of ATen's exp_u20 (about 2e-6 relative). AVX-512 has one
+// instruction for the 2^n: scalef(p, n) = p * 2^n, exact, 0 or inf where that
+// underflows or overflows; exp_u20, written for AVX2 too, builds 2^n from the
+// exponent bits instead (two conversions, an integer add and shift, and masks
+// for the ends: 19 instructions against this one's 11, and the CPU GELU is
+// bound by instructions, not memory). The clamp keeps n finite for y = +-inf
+// (exp(-104) is 0 in float, exp(89) inf); NaN passes through it.
+static inline Vectorized<float> exp_coarse(const Vectorized<float>& y) {
+#if GELU_VEC_ISA == 512
+  const __m512 v = _mm512_min_ps(_mm512_set1_ps(89.f), _mm512_max_ps(_mm512_set1_ps(-104.f), y));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(v, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693147180559945309f), v);
+  __m512 p = _mm512_fmadd_ps(r, _mm512_set1_ps(0.00828929059f), _mm512_set1_ps(0.0418978221f));
+  p = _mm512_fmadd_ps(r, p, _mm512_set1_ps(0.166676521f));
+  p = _mm512_fmadd_ps(r, p, _mm512_set1_ps(0.499991506f));
+  p = _mm512_fmadd_ps(r, p, _mm512_set1_ps(0.999999701f));
+  p = _mm512_fmadd_ps(r, p, _mm512_set1_ps(1.f));
+  return _mm512_scalef_ps(p, n);
+#else
+  return y.exp_u20();
+#endif
+}
+static inline Coarse gelu_exp(const Coarse& x) { return exp_coarse(x.v); }
 static inline Coarse gelu_erf(const Coarse& x) {
   // Abramowitz and Stegun 7.1.26, as ATen's Vectorized<float>::erf (error below 1.5e-7):
   // erf(|x|) = 1 - t (a1 + t (a2 + t (a3 + t (a4 + t a5)))) exp(-x^2), t = 1 / (1 + p |x|)
@@ -109,8 +141,8 @@ static inline Coarse gelu_erf(const Coarse& x) {
   const F t = one / fmadd(F(0.3275911f), x.v.abs(), one);
   const F poly = fmadd(fmadd(fmadd(fmadd(F(1.061405429f), t, F(-1.453152027f)), t, F(1.421413741f)), t,
                              F(-0.284496736f)), t, F(0.254829592f));
-  const F e = one - poly * t * (x.v * x.v).neg().exp_u20();
-  return F::blendv(e, e.neg(), x.v < F(0.f));  // erf is odd
+  const F e = one - poly * t * exp_coarse((x.v * x.v).neg());
+  return e ^ (x.v & F(-0.f));  // erf is odd: x's sign bit on erf(|x|)
 }
 
 // The vector type the formulas run on for a dtype's loop (Coarse for float,
@@ -131,7 +163,9 @@ static inline Vectorized<double> as_vec(const Vectorized<double>& v) { return v;
 
 #include "gelu.h"
 
-#if GELU_VEC_ISA == 512
+#if GELU_VEC_ISA == 512 && defined(GELU_VEC_BF16)
+namespace gelu_avx512_bf16 {
+#elif GELU_VEC_ISA == 512
 namespace gelu_avx512 {
 #else
 namespace gelu_avx2 {
@@ -142,8 +176,13 @@ namespace gelu_avx2 {
 bool available() {
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 #if GELU_VEC_ISA == 512
-  return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+#ifdef GELU_VEC_BF16
+  return avx512 && __builtin_cpu_supports("avx512bf16");
+#else
+  return avx512;
+#endif
 #else
   return avx2;
 #endif
@@ -181,7 +220,29 @@ static void backward_loop(const scalar_t* grad, const scalar_t* x, scalar_t* gra
                    grad, x);
 }
 
-// float16 and bfloat16: a vector of 16 is widened into two vectors of 8 floats,
+// Two float vectors rounded to one vector of float16/bfloat16, to nearest even.
+// float16 has an instruction for it on every AVX2 CPU (F16C); bfloat16 has one
+// only with AVX512_BF16, elsewhere ATen's convert_from_float does it with
+// integer arithmetic (7 instructions per 16 floats, NaN kept apart). The
+// instruction treats denormal floats as 0 (F.gelu's oneDNN kernel gives 0 there
+// too); where a lane holds one (|y| < 2^-126, rare), the integer rounding does
+// the whole vector, so that every build rounds every value the same way (a NaN
+// stays NaN; the instruction keeps its payload, the integer code writes 0xffff).
+template <typename half_t>
+static inline Vectorized<half_t> round_to(const Vectorized<float>& lo, const Vectorized<float>& hi) {
+#ifdef GELU_VEC_BF16
+  if constexpr (std::is_same_v<half_t, c10::BFloat16>) {
+    constexpr int kDenormal = 0x20;  // vfpclassps category: denormal
+    const __mmask16 tiny = _mm512_fpclass_ps_mask(lo, kDenormal) | _mm512_fpclass_ps_mask(hi, kDenormal);
+    if (__builtin_expect(tiny == 0, 1)) {
+      return Vectorized<half_t>(reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo)));
+    }
+  }
+#endif
+  return at::vec::convert_from_float<half_t>(lo, hi);
+}
+
+// float16 and bfloat16: a vector of 16 (32 with AVX-512) is widened into two float vectors,
 // computed in float (the opmath type, as in the plain loop) with the Coarse
 // exp and erf, and rounded once.
 template <typename half_t>
@@ -189,7 +250,7 @@ static void forward_loop_reduced(const half_t* x, half_t* out, int64_t begin, in
   using Vec = Vectorized<half_t>;
   auto one = [](const Vec& v) {
     const auto [lo, hi] = at::vec::convert_to_float<half_t>(v);
-    return at::vec::convert_from_float<half_t>(gelu_value<Coarse>(lo).v, gelu_value<Coarse>(hi).v);
+    return round_to<half_t>(gelu_value<Coarse>(lo).v, gelu_value<Coarse>(hi).v);
   };
   vector_loop<Vec>(out, begin, end, one, x);
 }
@@ -200,8 +261,7 @@ static void backward_loop_reduced(const half_t* grad, const half_t* x, half_t* g
   auto one = [](const Vec& g, const Vec& v) {
     const auto [g_lo, g_hi] = at::vec::convert_to_float<half_t>(g);
     const auto [lo, hi] = at::vec::convert_to_float<half_t>(v);
-    return at::vec::convert_from_float<half_t>(g_lo * gelu_derivative<Coarse>(lo).v,
-                                               g_hi * gelu_derivative<Coarse>(hi).v);
+    return round_to<half_t>(g_lo * gelu_derivative<Coarse>(lo).v, g_hi * gelu_derivative<Coarse>(hi).v);
   };
   vector_loop<Vec>(grad_in, begin, end, one, grad, x);
 }

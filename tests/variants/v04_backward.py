@@ -46,6 +46,16 @@ VARIANTS = [
     Variant("gelu-vec-backward-without-grad-out", "the vectorised CPU backward stores gelu'(x), not grad_out * gelu'(x)",
             "csrc/gelu_cpu_vec.cpp", "{ return g * as_vec(gelu_derivative<Math>(v)); }",
             "{ return as_vec(gelu_derivative<Math>(v)); }"),
+    Variant("gelu-bf16-instruction-flushes-denormals", "the AVX512_BF16 rounding without its fallback: "
+            "bfloat16 results below 2^-126 become 0",
+            "csrc/gelu_cpu_vec.cpp", "if (__builtin_expect(tiny == 0, 1)) {", "if (true) {"),
+    Variant("gelu-bf16-instruction-halves-swapped", "_mm512_cvtne2ps_pbh(lo, hi): the two halves of every vector swapped",
+            "csrc/gelu_cpu_vec.cpp", "_mm512_cvtne2ps_pbh(hi, lo)", "_mm512_cvtne2ps_pbh(lo, hi)"),
+    Variant("gelu-avx512-exp-truncates", "exp_coarse's n rounded down instead of to nearest: |r| up to ln 2, "
+            "outside the polynomial's range",
+            "csrc/gelu_cpu_vec.cpp", "_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC", "_MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC"),
+    Variant("gelu-erf-sign-dropped", "the vector erf returns erf(|x|): the sign of x never applied",
+            "csrc/gelu_cpu_vec.cpp", "return e ^ (x.v & F(-0.f));", "return e;"),
     Variant("gelu-grad-out-assumed-contiguous", "gelu_backward reads grad_out as if it were contiguous",
             "csrc/gelu_cpu.cpp", "const at::Tensor grad_out = grad_out_in.contiguous();", "const at::Tensor grad_out = grad_out_in;"),
     Variant("gelu-x-assumed-contiguous", "gelu_forward reads x as if it were contiguous",
