@@ -1028,7 +1028,8 @@ def test_large_grids(up, device):
 
     With W_out = 1 the blocks are 32 x 8 threads. A forward thread owns 8 output
     rows, so 4.2M rows need more than 65535 blocks along y; the scatter backward
-    has one thread per output row, so 600k rows do. float64: each input pixel
+    has one thread per output row, so 600k rows do; a channels-last gather thread
+    takes 4 input rows of pixels, so 300k of them do. float64: each input pixel
     here sums 200k gradient terms, and in float32 that tests rounding, not indexing.
     """
     if device != "cuda":
@@ -1038,6 +1039,9 @@ def test_large_grids(up, device):
         check_forward(up, "cuda", torch.float64, shape, size, "half_pixel")
         check_backward(up, "cuda", torch.float64, shape, size, "half_pixel", "gather")
         check_backward(up, "cuda", torch.float64, shape, size, "half_pixel", "scatter")
+    # Channels-last: a gather thread takes 4 rows of pixels (n, h), so 300k of them need more than
+    # 65535 blocks along y; here every row is an image of its own.
+    check_channels_last_backward(up, "cuda", torch.float64, (300_001, 2, 1, 2), (2, 3), "half_pixel", "gather")
 
 
 def _so_path(ext) -> str:

@@ -636,7 +636,12 @@ __global__ void __launch_bounds__(kThreads) forward_nhwc_kernel(
 }
 
 // Gather: a thread per NC neighbouring channels of one grad_in pixel
-// (step = C: the "planes" are the channels), as one 16-byte pack when kPack.
+// (step = C: the "planes" are the channels), as one 16-byte pack when kPack,
+// in kNhwcRows consecutive rows of pixels (n, h): the thread's column window
+// and its index arithmetic serve that many pixels, and the next row's window
+// of grad_out rows overlaps this one's (at x2, two of four rows).
+constexpr int kNhwcRows = 4;
+
 template <typename scalar_t, int NC, int K, bool kPack>
 __global__ void __launch_bounds__(kThreads, kGatherNhwcMinBlocks<scalar_t>)
     gather_nhwc_kernel(const scalar_t* __restrict__ grad_out, scalar_t* __restrict__ grad_in, int64_t rows, int64_t C,
@@ -649,10 +654,18 @@ __global__ void __launch_bounds__(kThreads, kGatherNhwcMinBlocks<scalar_t>)
   }
   const int64_t w = t / groups, c = (t - w * groups) * NC;
   const ColumnWindow<T, K> win = column_window<T, K>(cols, w, cols.begin[w]);
-  for (int64_t row = blockIdx.y; row < rows; row += gridDim.y) {
-    const int64_t n = row / rows_plan.in, h = row - n * rows_plan.in;
-    gather_pixel<NC, K, kPack>(grad_out + n * rows_plan.out * cols.out * C + c, 1,
-                               grad_in + (row * cols.in + w) * C + c, 1, C, h, w, rows_plan, cols, win);
+  const int64_t chunks = (rows + kNhwcRows - 1) / kNhwcRows;
+  for (int64_t chunk = blockIdx.y; chunk < chunks; chunk += gridDim.y) {
+    const int64_t first = chunk * kNhwcRows, last = first + kNhwcRows < rows ? first + kNhwcRows : rows;
+    int64_t n = first / rows_plan.in, h = first - n * rows_plan.in;  // one division per chunk
+    for (int64_t row = first; row < last; ++row) {
+      gather_pixel<NC, K, kPack>(grad_out + n * rows_plan.out * cols.out * C + c, 1,
+                                 grad_in + (row * cols.in + w) * C + c, 1, C, h, w, rows_plan, cols, win);
+      if (++h == rows_plan.in) {
+        h = 0;
+        ++n;
+      }
+    }
   }
 }
 
@@ -798,7 +811,7 @@ void upsample_backward_cuda(const torch::stable::Tensor& grad_out, torch::stable
         const bool aligned = reinterpret_cast<uintptr_t>(grad_out.const_data_ptr()) % 16 == 0;
         auto launch = [&](auto channels_tag) {
           constexpr int NC = decltype(channels_tag)::value;
-          const Launch l = launch_rows(g.W_in * (C / NC), n_rows);
+          const Launch l = launch_rows(g.W_in * (C / NC), (n_rows + kNhwcRows - 1) / kNhwcRows);
           with_window(kw, [&](auto k_tag) {
             constexpr int K = decltype(k_tag)::value;
             constexpr bool kCanPack = NC * sizeof(scalar_t) == 16;

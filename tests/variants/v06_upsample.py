@@ -219,6 +219,14 @@ VARIANTS = [
     Variant("cuda-gather-default-stream", "launches the CUDA gather backward on the legacy default stream",
             "csrc/upsample_cuda.cu", "gather_kernel<scalar_t, kPlanes, decltype(k_tag)::value><<<l.grid, l.block, 0, stream>>>(",
             "gather_kernel<scalar_t, kPlanes, decltype(k_tag)::value><<<l.grid, l.block>>>(", cuda_only=True),
+    Variant("cuda-nhwc-gather-rows-cross-images", "the channels-last gather's thread walks its rows without "
+            "moving to the next image at the last row of one (h runs past H_in)",
+            "csrc/upsample_cuda.cu", "      if (++h == rows_plan.in) {\n        h = 0;\n        ++n;\n      }",
+            "      ++h;", cuda_only=True),
+    Variant("cuda-nhwc-gather-first-row-only", "the channels-last gather's thread handles the first row of its "
+            "chunk only",
+            "csrc/upsample_cuda.cu", "    for (int64_t row = first; row < last; ++row) {",
+            "    for (int64_t row = first; row < first + 1; ++row) {", cuda_only=True),
     Variant("scale-inverted-in-T", "1 / scale computed in T after rounding the scale to T (one ulp off)",
             "csrc/upsample.h", "return static_cast<T>(1.0 / *scale);", "return T(1) / static_cast<T>(*scale);"),
 ]
