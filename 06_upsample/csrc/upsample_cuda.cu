@@ -649,7 +649,10 @@ __global__ void __launch_bounds__(kThreads) forward_nhwc_kernel(
 // (step = C: the "planes" are the channels), as one 16-byte pack when kPack,
 // in kNhwcRows consecutive rows of pixels (n, h): the thread's column window
 // and its index arithmetic serve that many pixels, and the next row's window
-// of grad_out rows overlaps this one's (at x2, two of four rows).
+// of grad_out rows overlaps this one's (at x2, two of four rows). With one row
+// per thread, in one A/B run on the H100 (1, 2, 4 and 8 rows): x2 float32
+// 0.299 -> 0.271 ms, bfloat16 0.215 -> 0.201, RGB 1080p 0.086 -> 0.073, x0.5
+// 0.112 -> 0.073 with 4; 2 rows were as good at x2 and worse at x0.5 (0.083).
 constexpr int kNhwcRows = 4;
 
 template <typename scalar_t, int NC, int K, bool kPack>
