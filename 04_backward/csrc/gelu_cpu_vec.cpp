@@ -113,8 +113,8 @@ static inline Coarse operator-(const Coarse& a) { return a.v.neg(); }
 // instruction for the 2^n: scalef(p, n) = p * 2^n, exact, 0 or inf where that
 // underflows or overflows; exp_u20, written for AVX2 too, builds 2^n from the
 // exponent bits instead (two conversions, an integer add and shift, and masks
-// for the ends: 19 instructions against this one's 11, and the CPU GELU is
-// bound by instructions, not memory). The clamp keeps n finite for y = +-inf
+// for the ends: 19 instructions against this one's 11, and with its data in
+// cache the CPU GELU is bound by instructions). The clamp keeps n finite for y = +-inf
 // (exp(-104) is 0 in float, exp(89) inf); NaN passes through it.
 static inline Vectorized<float> exp_coarse(const Vectorized<float>& y) {
 #if GELU_VEC_ISA == 512
