@@ -605,12 +605,14 @@ def check_backward_grad_out_layouts(up, device, mode):
 # backward (float64, CPU) is the reference for the masks; its modes are half_pixel and
 # align_corners (tf_legacy has the same structure). The ratios are powers of two, so every
 # coordinate is exact in any precision and the taps are the same as PyTorch's. Each plane has
-# its NaN in a different column, so a sum that reads a column outside its range meets one.
+# its NaN in a different column, so a sum that reads a column outside its range meets one
+# (on the GPU: past a window's count, or, with column packs, before its first real column).
 # The last row and column stay finite: in align_corners they read the last pixel through both
 # taps with l = 0, which the gather weighs 1 (inf stays inf) and PyTorch's four-term scatter
 # 1 and 0 (inf + 0 * inf = NaN).
 NONFINITE_CASES = [("half_pixel", (1, 16, 4, 6), (8, 12)), ("half_pixel", (1, 16, 3, 3), (12, 12)),
                    ("half_pixel", (1, 16, 8, 8), (4, 4)), ("half_pixel", (2, 3, 6, 4), (12, 8)),
+                   ("half_pixel", (2, 3, 4, 5), (16, 20)), ("half_pixel", (1, 16, 2, 2), (16, 16)),
                    ("align_corners", (1, 16, 5, 5), (9, 9)), ("align_corners", (1, 16, 3, 5), (9, 17)),
                    ("align_corners", (1, 16, 9, 9), (5, 5)), ("align_corners", (2, 3, 5, 3), (9, 5))]
 NONFINITE_IDS = [f"{m}-C{s[1]}-{s[2]}x{s[3]}-to-{o[0]}x{o[1]}" for m, s, o in NONFINITE_CASES]
@@ -799,6 +801,32 @@ def test_gather_strong_upsampling_cuda(up, device, dtype, shape, size, mode):
         with poisoned_empty():
             grad_in = bw(g, list(shape[2:]), mode, "gather")
         check(grad_in, ref, f"{mode} gather, {name} grad_out {list(grad_out.shape)} -> {list(shape[2:])}")
+
+
+# Column packs: the NCHW float32 gather of an upsampling by more than 3 along W (W_out a multiple
+# of 4, an aligned grad_out) loads its window 4 columns at a time from a pack boundary, 4 planes
+# at a time. Plane
+# counts with a remainder (5, 12) and an RGB image's 3, a non-integer ratio, windows longer than
+# one pack window (x8); then the same grad_out 4 bytes past a 16-byte boundary (scalar loads).
+PACK_SHAPES = [((1, 5, 6, 7), (24, 28)), ((1, 12, 5, 9), (20, 36)), ((2, 3, 4, 5), (17, 20)),
+               ((1, 2, 3, 4), (9, 32))]
+
+
+@pytest.mark.cuda
+@pytest.mark.exercise("gather-cuda")
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("shape, size", PACK_SHAPES,
+                         ids=[f"C{s[1]}-{s[2]}x{s[3]}-to-{o[0]}x{o[1]}" for s, o in PACK_SHAPES])
+def test_gather_column_packs_cuda(up, device, dtype, shape, size, mode):
+    if device != "cuda":
+        pytest.skip("the CUDA kernel's test")
+    check_backward(up, "cuda", dtype, shape, size, mode, "gather")
+    numel = shape[0] * shape[1] * size[0] * size[1]
+    grad_out = torch.randn(numel + 1, device="cuda", dtype=dtype)[1:].view(shape[:2] + size)
+    with poisoned_empty():
+        grad_in = bw(grad_out, list(shape[2:]), mode, "gather")
+    check(grad_in, ref_backward(grad_out, shape[2:], mode),
+          f"{mode} gather, grad_out {list(grad_out.shape)} one element past an aligned start -> {list(shape[2:])}")
 
 
 # ----------------------------------------------------------------------------

@@ -398,46 +398,67 @@ __global__ void plan_kernel(AxisPlan<T> rows, AxisPlan<T> cols, Mode mode) {
 // 91.5% of its peak). Measured on the H100 in one A/B run: x2 0.305 -> 0.264
 // ms (73% -> 85% of the floor), x4 0.914 -> 0.774, RGB 1080p 0.094 -> 0.074;
 // bf16 x2 and x0.5 level (0.196 -> 0.203, 0.073 -> 0.075).
+//
+// With column packs (V > 1, below) `first` is rounded down to a multiple of V,
+// so that the window's columns can be loaded V at a time; the columns before
+// the real first one are not the thread's: the window's columns are first + k
+// for lo <= k < count. Without packs (V = 1) lo is 0.
 template <typename T, int K>
 struct ColumnWindow {
   int64_t first;
-  int count;
+  int lo, count;
   T weight[K];
 };
 
-template <typename T, int K>
+template <typename T, int K, int V>
 __device__ __forceinline__ ColumnWindow<T, K> column_window(const AxisPlan<T>& cols, int64_t w, int64_t first) {
   ColumnWindow<T, K> win;
   win.first = first;
+  const int64_t skip = cols.begin[w] - first;
+  win.lo = V == 1 || skip < 0 ? 0 : static_cast<int>(skip);  // a compile-time 0 without packs
   const int64_t left = cols.end[w] - first;
   win.count = static_cast<int>(left < K ? left : K);
 #pragma unroll
   for (int k = 0; k < K; ++k) {
-    const int64_t d = first + (k < win.count ? k : 0);
-    win.weight[k] = k < win.count ? tap_weight<T>(Taps<T>{cols.i0[d], cols.i1[d], cols.l[d]}, w) : T(0);
+    const bool real = k >= win.lo && k < win.count;
+    const int64_t d = first + (real ? k : win.lo);
+    win.weight[k] = real ? tap_weight<T>(Taps<T>{cols.i0[d], cols.i1[d], cols.l[d]}, w) : T(0);
   }
   return win;
 }
 
-// The N values of one grad_out pixel, one per plane: planes plane_out
-// elements apart (NCHW), or, with kPack, N neighbouring channels loaded as one
-// 16-byte pack (channels-last, C a multiple of N, 16-byte aligned). Scalar
+// The values of V neighbouring grad_out columns in N planes, from column p on:
+// v[j][k] is column j of plane k. Planes are plane_out elements apart (NCHW),
+// or, with kPack, N neighbouring channels loaded as one 16-byte pack
+// (channels-last, C a multiple of N, 16-byte aligned; V is 1 there). Scalar
 // loads of 4 channels whose lanes sit 16 bytes apart cost a warp four L1
 // wavefronts each, one pack load four in all: channels-last x2 float32 0.465 ->
 // 0.345 ms, bfloat16 (8 channels a pack) 0.353 -> 0.232 ms (H100, one A/B run,
 // together with the column windows).
-template <int N, bool kPack, typename scalar_t, typename T>
-__device__ __forceinline__ void load_planes(const scalar_t* __restrict__ p, int64_t plane_out, T (&v)[N]) {
+//   V > 1 (column packs, NCHW float32): the V columns of each plane as one
+//   16-byte load; p must sit on a 16-byte boundary.
+template <int N, int V, bool kPack, typename scalar_t, typename T>
+__device__ __forceinline__ void load_columns(const scalar_t* __restrict__ p, int64_t plane_out, T (&v)[V][N]) {
   if constexpr (kPack) {
+    static_assert(V == 1, "channel packs take one column at a time");
     const Pack<scalar_t, N> r = load_pack<scalar_t, N>(p);
 #pragma unroll
     for (int k = 0; k < N; ++k) {
-      v[k] = static_cast<T>(r.v[k]);
+      v[0][k] = static_cast<T>(r.v[k]);
+    }
+  } else if constexpr (V == 1) {
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      v[0][k] = static_cast<T>(p[k * plane_out]);
     }
   } else {
 #pragma unroll
     for (int k = 0; k < N; ++k) {
-      v[k] = static_cast<T>(p[k * plane_out]);
+      const Pack<scalar_t, V> r = load_pack<scalar_t, V>(p + k * plane_out);
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        v[j][k] = static_cast<T>(r.v[j]);
+      }
     }
   }
 }
@@ -447,8 +468,10 @@ __device__ __forceinline__ void load_planes(const scalar_t* __restrict__ p, int6
 // grad_out points at the first plane (NCHW: plane p is p * plane_out further;
 // channels-last: the planes are neighbouring channels, plane_out = 1). Within a
 // plane, neighbouring pixels are `step` elements apart (1 in NCHW, C in
-// channels-last) and rows step * row_length (row_length = W_out).
-template <int N, int K, bool kPack, typename scalar_t, typename T>
+// channels-last) and rows step * row_length (row_length = W_out). Columns are
+// loaded V at a time (load_columns); V divides K, and with V > 1, win.first and
+// every row start sit on a pack boundary.
+template <int N, int K, int V, bool kPack, typename scalar_t, typename T>
 __device__ __forceinline__ void gather_planes(const scalar_t* __restrict__ grad_out, int64_t plane_out, int64_t step,
                                               int64_t h, const AxisPlan<T>& rows, int64_t row_length,
                                               const ColumnWindow<T, K>& win, T (&acc)[N]) {
@@ -458,14 +481,20 @@ __device__ __forceinline__ void gather_planes(const scalar_t* __restrict__ grad_
     const T wy = tap_weight<T>(Taps<T>{rows.i0[dh], rows.i1[dh], rows.l[dh]}, h);
     const scalar_t* g_row = grad_out + (dh * row_length + win.first) * step;
 #pragma unroll
-    for (int k = 0; k < K; ++k) {
-      if (k < win.count) {
-        const T weight = wy * win.weight[k];
-        T v[N];
-        load_planes<N, kPack>(g_row + k * step, plane_out, v);
+    for (int c = 0; c < K; c += V) {
+      if (c < win.count) {
+        T v[V][N];
+        load_columns<N, V, kPack>(g_row + c * step, plane_out, v);
 #pragma unroll
-        for (int p = 0; p < N; ++p) {
-          acc[p] += weight * v[p];
+        for (int j = 0; j < V; ++j) {
+          const int k = c + j;
+          if (k >= win.lo && k < win.count) {
+            const T weight = wy * win.weight[k];
+#pragma unroll
+            for (int p = 0; p < N; ++p) {
+              acc[p] += weight * v[j][p];
+            }
+          }
         }
       }
     }
@@ -477,7 +506,7 @@ __device__ __forceinline__ void gather_planes(const scalar_t* __restrict__ grad_
 // plane k is k * plane_in further): the whole window, K columns at a time, in
 // opmath_t, and one rounding at the store. This thread is the only one that
 // writes these N elements. `first` holds the window's first K columns.
-template <int N, int K, bool kPack, typename scalar_t, typename T>
+template <int N, int K, int V, bool kPack, typename scalar_t, typename T>
 __device__ __forceinline__ void gather_pixel(const scalar_t* __restrict__ grad_out, int64_t plane_out,
                                              scalar_t* __restrict__ grad_in, int64_t plane_in, int64_t step, int64_t h,
                                              int64_t w, const AxisPlan<T>& rows, const AxisPlan<T>& cols,
@@ -487,9 +516,10 @@ __device__ __forceinline__ void gather_pixel(const scalar_t* __restrict__ grad_o
   for (int k = 0; k < N; ++k) {
     acc[k] = 0;
   }
-  gather_planes<N, K, kPack>(grad_out, plane_out, step, h, rows, cols.out, first, acc);
+  gather_planes<N, K, V, kPack>(grad_out, plane_out, step, h, rows, cols.out, first, acc);
   for (int64_t d = first.first + K; d < cols.end[w]; d += K) {  // windows longer than K
-    gather_planes<N, K, kPack>(grad_out, plane_out, step, h, rows, cols.out, column_window<T, K>(cols, w, d), acc);
+    gather_planes<N, K, V, kPack>(grad_out, plane_out, step, h, rows, cols.out, column_window<T, K, V>(cols, w, d),
+                                  acc);
   }
 #pragma unroll
   for (int k = 0; k < N; ++k) {
@@ -546,8 +576,35 @@ constexpr int kGatherMinBlocks = sizeof(scalar_t) == 8 ? 1 : 4;
 template <typename scalar_t>
 constexpr int kGatherNhwcMinBlocks = sizeof(scalar_t) == 2 ? 5 : kGatherMinBlocks<scalar_t>;
 
-template <typename scalar_t, int kPlanes, int K>
-__global__ void __launch_bounds__(kThreads, kGatherMinBlocks<scalar_t>)
+// Column packs (the NCHW float32 gather of an upsampling by more than 3, where
+// a window holds more than 6 columns). At x4 a thread's window is 8 columns from 4w - 2,
+// lanes 4 columns apart: each scalar load of a warp spans 512 bytes to use
+// 128, and the kernel was bound by L1 (ncu, README §5). Loaded as aligned
+// 16-byte packs, the window is kColumnPackWindow = 12 columns from a multiple
+// of 4 (the 8 real ones and up to 3 more on either side, which the sum skips):
+// 3 pack loads per plane and row instead of 8 scalar ones. The pack values
+// and 12 weights need registers: with 8 planes at once ptxas spilled 176 bytes
+// at the 64-register cap and the kernel got slower, so a thread sums its
+// planes kPackPlanes = 4 at a time and asks for 3 blocks per SM (80
+// registers, no spills). Four A/B runs on the H100, x4 (16, 256, 64, 64)
+// float32, the kernel without packs at 0.716-0.719 ms (53%) in each; planes
+// at a time, blocks per SM:
+//   8, 4: 0.867 ms   4, 4: 0.654   2, 4: 0.542-0.545   1, 4: 0.792
+//   8, 3: 0.661-0.664   4, 3: 0.497-0.498 (76%)   8 or 4, 2: 0.517-0.519
+// At x2 (window 4), packs of 4 or 2 columns were slower in every form (0.264
+// -> 0.282-0.451 ms), as at x0.5 and in bfloat16 (8-byte packs): those keep
+// scalar loads. So did align_corners x2 (256 -> 512: a window bound of 8, as
+// 2 / ratio is just over 4, but 4 or 5 real columns): 0.266 -> 0.386 ms with
+// packs. Hence the threshold, 2 / ratio > 6 (one A/B run on the H100, float32,
+// ms, without packs -> with): x4 0.718 -> 0.498, align_corners x4 0.740 ->
+// 0.492, x5 0.542 -> 0.312, x8 (16, 64, 32, 32) 1.114 -> 0.350; x3, below the
+// threshold, 0.156 without packs and 0.171 with; RGB 540p x4 0.081 -> 0.080.
+constexpr int kColumnPack = 4;
+constexpr int kColumnPackWindow = 12;
+constexpr int kPackPlanes = 4;
+
+template <typename scalar_t, int kPlanes, int K, int V>
+__global__ void __launch_bounds__(kThreads, V == 1 ? kGatherMinBlocks<scalar_t> : 3)
     gather_kernel(const scalar_t* __restrict__ grad_out, scalar_t* __restrict__ grad_in, int64_t planes,
                   AxisPlan<opmath_type<scalar_t>> rows, AxisPlan<opmath_type<scalar_t>> cols) {
   using T = opmath_type<scalar_t>;
@@ -555,7 +612,8 @@ __global__ void __launch_bounds__(kThreads, kGatherMinBlocks<scalar_t>)
   if (w >= cols.in) {
     return;
   }
-  const ColumnWindow<T, K> win = column_window<T, K>(cols, w, cols.begin[w]);
+  const ColumnWindow<T, K> win =
+      column_window<T, K, V>(cols, w, V == 1 ? cols.begin[w] : cols.begin[w] / V * V);  // packs: a V boundary
   const int64_t plane_in = rows.in * cols.in, plane_out = rows.out * cols.out;
   for (int64_t h = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; h < rows.in;
        h += static_cast<int64_t>(gridDim.y) * blockDim.y) {
@@ -564,11 +622,16 @@ __global__ void __launch_bounds__(kThreads, kGatherMinBlocks<scalar_t>)
       const scalar_t* go = grad_out + p0 * plane_out;
       scalar_t* gi = grad_in + p0 * plane_in + h * cols.in + w;
       if (planes - p0 >= kPlanes) {
-        gather_pixel<kPlanes, K, false>(go, plane_out, gi, plane_in, 1, h, w, rows, cols, win);
+        constexpr int S = V == 1 || kPlanes < kPackPlanes ? kPlanes : kPackPlanes;  // planes summed at once
+#pragma unroll 1
+        for (int s = 0; s < kPlanes; s += S) {
+          gather_pixel<S, K, V, false>(go + s * plane_out, plane_out, gi + s * plane_in, plane_in, 1, h, w, rows,
+                                       cols, win);
+        }
       } else {
         for (int64_t k = 0; k < planes - p0; ++k) {
-          gather_pixel<1, K, false>(go + k * plane_out, plane_out, gi + k * plane_in, plane_in, 1, h, w, rows, cols,
-                                    win);
+          gather_pixel<1, K, V, false>(go + k * plane_out, plane_out, gi + k * plane_in, plane_in, 1, h, w, rows,
+                                       cols, win);
         }
       }
     }
@@ -672,13 +735,13 @@ __global__ void __launch_bounds__(kThreads, kGatherNhwcMinBlocks<scalar_t>)
     return;
   }
   const int64_t w = t / groups, c = (t - w * groups) * NC;
-  const ColumnWindow<T, K> win = column_window<T, K>(cols, w, cols.begin[w]);
+  const ColumnWindow<T, K> win = column_window<T, K, 1>(cols, w, cols.begin[w]);
   const int64_t chunks = (rows + kNhwcRows - 1) / kNhwcRows;
   for (int64_t chunk = blockIdx.y; chunk < chunks; chunk += gridDim.y) {
     const int64_t first = chunk * kNhwcRows, last = first + kNhwcRows < rows ? first + kNhwcRows : rows;
     int64_t n = first / rows_plan.in, h = first - n * rows_plan.in;  // one division per chunk
     for (int64_t row = first; row < last; ++row) {
-      gather_pixel<NC, K, kPack>(grad_out + n * rows_plan.out * cols.out * C + c, 1,
+      gather_pixel<NC, K, 1, kPack>(grad_out + n * rows_plan.out * cols.out * C + c, 1,
                                  grad_in + (row * cols.in + w) * C + c, 1, C, h, w, rows_plan, cols, win);
       if (++h == rows_plan.in) {
         h = 0;
@@ -857,8 +920,19 @@ void upsample_backward_cuda(const torch::stable::Tensor& grad_out, torch::stable
         constexpr int kPlanes = decltype(planes_tag)::value;
         constexpr int kRowsPer = gather_rows_per_thread(kPlanes);
         const Launch l = launch_for(g.W_in, (g.H_in + kRowsPer - 1) / kRowsPer, g.planes, kPlanes, kGatherWidth);
+        // Column packs: float32 with a window of more than 6 columns (upsampling by more
+        // than 3), rows of whole packs, an aligned grad_out.
+        if constexpr (std::is_same_v<scalar_t, float>) {
+          if (reach > 6 && g.W_out % kColumnPack == 0 &&
+              reinterpret_cast<uintptr_t>(grad_out.const_data_ptr()) % 16 == 0) {
+            gather_kernel<scalar_t, kPlanes, kColumnPackWindow, kColumnPack><<<l.grid, l.block, 0, stream>>>(
+                grad_out.const_data_ptr<scalar_t>(), grad_in.mutable_data_ptr<scalar_t>(), g.planes, rows, cols);
+            STD_CUDA_KERNEL_LAUNCH_CHECK();
+            return;
+          }
+        }
         with_window(kw, [&](auto k_tag) {
-          gather_kernel<scalar_t, kPlanes, decltype(k_tag)::value><<<l.grid, l.block, 0, stream>>>(
+          gather_kernel<scalar_t, kPlanes, decltype(k_tag)::value, 1><<<l.grid, l.block, 0, stream>>>(
               grad_out.const_data_ptr<scalar_t>(), grad_in.mutable_data_ptr<scalar_t>(), g.planes, rows, cols);
         });
         STD_CUDA_KERNEL_LAUNCH_CHECK();

@@ -83,8 +83,8 @@ VARIANTS = [
 
     # --- gather-cuda (csrc/upsample_cuda.cu: gather_planes) ------------------------------------
     Variant("gather-ignores-step", "steps between columns by 1 element in the CUDA gather (right for NCHW only)",
-            "csrc/upsample_cuda.cu", "load_planes<N, kPack>(g_row + k * step, plane_out, v);",
-            "load_planes<N, kPack>(g_row + k, plane_out, v);", cuda_only=True),
+            "csrc/upsample_cuda.cu", "load_columns<N, V, kPack>(g_row + c * step, plane_out, v);",
+            "load_columns<N, V, kPack>(g_row + c, plane_out, v);", cuda_only=True),
     Variant("gather-row-without-step", "steps between rows by W_out elements in the CUDA gather "
             "(right for NCHW only)",
             "csrc/upsample_cuda.cu", "grad_out + (dh * row_length + win.first) * step;",
@@ -93,14 +93,25 @@ VARIANTS = [
             "csrc/upsample_cuda.cu", "grad_out + (dh * row_length + win.first) * step;",
             "grad_out + dh * row_length * step;", cuda_only=True),
     Variant("cuda-gather-rounds-terms", "rounds each term to the storage type before adding it in the CUDA gather",
-            "csrc/upsample_cuda.cu", "          acc[p] += weight * v[p];",
-            "          acc[p] += static_cast<scalar_t>(weight * v[p]);", cuda_only=True),
+            "csrc/upsample_cuda.cu", "              acc[p] += weight * v[j][p];",
+            "              acc[p] += static_cast<scalar_t>(weight * v[j][p]);", cuda_only=True),
     Variant("cuda-gather-ignores-count", "sums all K columns of the window, also those past its count "
             "(their weight is 0, but 0 * inf is NaN, and they may lie past the tensor's end)",
-            "csrc/upsample_cuda.cu", "      if (k < win.count) {", "      {", cuda_only=True),
+            "csrc/upsample_cuda.cu", "          if (k >= win.lo && k < win.count) {", "          if (k >= win.lo) {",
+            cuda_only=True),
+    Variant("cuda-gather-ignores-lo", "sums the columns of the first pack before the window's first real one "
+            "(their weight is 0, but 0 * inf is NaN)",
+            "csrc/upsample_cuda.cu", "          if (k >= win.lo && k < win.count) {", "          if (k < win.count) {",
+            cuda_only=True),
+    Variant("cuda-gather-pack-first-column", "uses the first column of each loaded pack for all of its columns",
+            "csrc/upsample_cuda.cu", "              acc[p] += weight * v[j][p];",
+            "              acc[p] += weight * v[0][p];", cuda_only=True),
+    Variant("cuda-gather-pack-weight-index", "weighs column c + j of a pack by the window's weight j",
+            "csrc/upsample_cuda.cu", "            const T weight = wy * win.weight[k];",
+            "            const T weight = wy * win.weight[j];", cuda_only=True),
     Variant("cuda-gather-no-row-weight", "weighs each column by its column weight only",
-            "csrc/upsample_cuda.cu", "        const T weight = wy * win.weight[k];",
-            "        const T weight = win.weight[k];", cuda_only=True),
+            "csrc/upsample_cuda.cu", "            const T weight = wy * win.weight[k];",
+            "            const T weight = win.weight[k];", cuda_only=True),
     Variant("cuda-gather-one-tap-row-weight", "weighs a grad_out row by the tap that names input row h first, "
             "missing the second tap at the last row (both taps there)",
             "csrc/upsample_cuda.cu", "const T wy = tap_weight<T>(Taps<T>{rows.i0[dh], rows.i1[dh], rows.l[dh]}, h);",
