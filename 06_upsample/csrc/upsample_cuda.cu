@@ -581,9 +581,9 @@ constexpr int kGatherNhwcMinBlocks = sizeof(scalar_t) == 2 ? 5 : kGatherMinBlock
 // lanes 4 columns apart: each scalar load of a warp spans 512 bytes to use
 // 128, and the kernel was bound by L1 (ncu, README §5). Loaded as aligned
 // 16-byte packs, the window is kColumnPackWindow = 12 columns from a multiple
-// of 4 (the 8 real ones and up to 3 more on either side, which the sum skips):
+// of 4 (at x4 the 8 real ones and 2 more on either side, which the sum skips):
 // 3 pack loads per plane and row instead of 8 scalar ones. The pack values
-// and 12 weights need registers: with 8 planes at once ptxas spilled 176 bytes
+// and 12 weights need registers: with 8 planes at once ptxas spilled 236 bytes
 // at the 64-register cap and the kernel got slower, so a thread sums its
 // planes kPackPlanes = 4 at a time and asks for 3 blocks per SM (80
 // registers, no spills). Four A/B runs on the H100, x4 (16, 256, 64, 64)
