@@ -559,8 +559,9 @@ constexpr int kGatherPlanes = sizeof(scalar_t) == 2 ? 16 : 8;
 constexpr int gather_rows_per_thread(int planes_per_thread) { return planes_per_thread < 8 ? 4 : 1; }
 
 // Both gather kernels ask for 4 blocks of 256 threads per SM, which caps them
-// at 64 registers. Left alone, ptxas gave the bf16 and x4 gathers 72-78
-// registers and the channels-last ones 76: 3 blocks, a third of the warp slots
+// at 64 registers (the column-pack launch asks for 3: kColumnPack, below).
+// Left alone, ptxas gave the bf16 and x4 gathers 72-78 registers and the
+// channels-last ones 76: 3 blocks, a third of the warp slots
 // (ncu), with the warps waiting on loads. With the cap (ptxas spills 4-12
 // bytes in some instantiations, 76-120 in a few 2-byte ones), in one A/B run
 // on the H100: bf16 x2 0.203 -> 0.179 ms, x4 0.771 -> 0.732, channels-last
