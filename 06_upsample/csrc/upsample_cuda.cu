@@ -587,7 +587,8 @@ constexpr int kGatherNhwcMinBlocks = sizeof(scalar_t) == 2 ? 5 : kGatherMinBlock
 // and 12 weights need registers: with 8 planes at once ptxas spilled 236 bytes
 // at the 64-register cap and the kernel got slower, so a thread sums its
 // planes kPackPlanes = 4 at a time and asks for 3 blocks per SM (80
-// registers, no spills). Four A/B runs on the H100, x4 (16, 256, 64, 64)
+// registers; ptxas spills 32 bytes in the 8-plane kernel, none with fewer
+// planes). Four A/B runs on the H100, x4 (16, 256, 64, 64)
 // float32, the kernel without packs at 0.716-0.719 ms (53%) in each; planes
 // at a time, blocks per SM:
 //   8, 4: 0.867 ms   4, 4: 0.654   2, 4: 0.542-0.545   1, 4: 0.792
