@@ -395,13 +395,17 @@ def test_non_contiguous_input(up, device, mode):
         assert_close64(out, ref_forward(x, (17, 5), mode), f"{mode}, {name} input")
 
 
+def channel_shape_ids(cases) -> list[str]:
+    return [f"C{s[1]}-{s[2]}x{s[3]}-to-{o[0]}x{o[1]}" for s, o in cases]
+
+
 # Channels-last (NHWC in memory) has kernels of its own. C = 1 (ambiguous: PyTorch calls it NCHW
 # unless the strides say otherwise), 3 (an image), 5 (odd), 4 and 10 (the CUDA gather's groups of
 # 4 and 2 channels), 8/16/64 (16-byte vectors in every dtype).
 NHWC_SHAPES = [((2, 3, 7, 9), (13, 20)), ((1, 1, 5, 4), (9, 3)), ((2, 5, 6, 6), (3, 11)),
                ((1, 4, 5, 7), (9, 13)), ((2, 10, 4, 6), (7, 11)),
                ((2, 8, 9, 7), (18, 14)), ((1, 16, 4, 5), (4, 5)), ((1, 64, 6, 10), (11, 23))]
-NHWC_IDS = [f"C{s[1]}-{s[2]}x{s[3]}-to-{o[0]}x{o[1]}" for s, o in NHWC_SHAPES]
+NHWC_IDS = channel_shape_ids(NHWC_SHAPES)
 
 
 def misaligned_channels_last(t: torch.Tensor) -> torch.Tensor:
@@ -790,8 +794,7 @@ STRONG_SHAPES = [((2, 3, 2, 3), (300, 400)), ((1, 8, 3, 2), (250, 190)), ((1, 5,
 @pytest.mark.cuda
 @pytest.mark.exercise("gather-cuda")
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("shape, size", STRONG_SHAPES,
-                         ids=[f"C{s[1]}-{s[2]}x{s[3]}-to-{o[0]}x{o[1]}" for s, o in STRONG_SHAPES])
+@pytest.mark.parametrize("shape, size", STRONG_SHAPES, ids=channel_shape_ids(STRONG_SHAPES))
 def test_gather_strong_upsampling_cuda(up, device, dtype, shape, size, mode):
     if device != "cuda":
         pytest.skip("the CUDA kernel's test")
@@ -805,9 +808,9 @@ def test_gather_strong_upsampling_cuda(up, device, dtype, shape, size, mode):
 
 # Column packs: the NCHW float32 gather of an upsampling by more than 3 along W (W_out a multiple
 # of 4, an aligned grad_out) loads its window 4 columns at a time from a pack boundary, 4 planes
-# at a time. Plane
-# counts with a remainder (5, 12) and an RGB image's 3, a non-integer ratio, windows longer than
-# one pack window (x8); then the same grad_out 4 bytes past a 16-byte boundary (scalar loads).
+# at a time. Plane counts with a remainder (5, 12) and an RGB image's 3, a non-integer ratio,
+# windows longer than one pack window (x8); then the same grad_out 4 bytes past a 16-byte
+# boundary (scalar loads).
 PACK_SHAPES = [((1, 5, 6, 7), (24, 28)), ((1, 12, 5, 9), (20, 36)), ((2, 3, 4, 5), (17, 20)),
                ((1, 2, 3, 4), (9, 32))]
 
@@ -815,8 +818,7 @@ PACK_SHAPES = [((1, 5, 6, 7), (24, 28)), ((1, 12, 5, 9), (20, 36)), ((2, 3, 4, 5
 @pytest.mark.cuda
 @pytest.mark.exercise("gather-cuda")
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("shape, size", PACK_SHAPES,
-                         ids=[f"C{s[1]}-{s[2]}x{s[3]}-to-{o[0]}x{o[1]}" for s, o in PACK_SHAPES])
+@pytest.mark.parametrize("shape, size", PACK_SHAPES, ids=channel_shape_ids(PACK_SHAPES))
 def test_gather_column_packs_cuda(up, device, dtype, shape, size, mode):
     if device != "cuda":
         pytest.skip("the CUDA kernel's test")

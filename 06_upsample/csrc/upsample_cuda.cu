@@ -511,6 +511,7 @@ __device__ __forceinline__ void gather_pixel(const scalar_t* __restrict__ grad_o
                                              scalar_t* __restrict__ grad_in, int64_t plane_in, int64_t step, int64_t h,
                                              int64_t w, const AxisPlan<T>& rows, const AxisPlan<T>& cols,
                                              const ColumnWindow<T, K>& first) {
+  static_assert(K % V == 0, "a window holds whole packs");
   T acc[N];
 #pragma unroll
   for (int k = 0; k < N; ++k) {
@@ -559,7 +560,7 @@ constexpr int kGatherPlanes = sizeof(scalar_t) == 2 ? 16 : 8;
 constexpr int gather_rows_per_thread(int planes_per_thread) { return planes_per_thread < 8 ? 4 : 1; }
 
 // Both gather kernels ask for 4 blocks of 256 threads per SM, which caps them
-// at 64 registers (the column-pack launch asks for 3: kColumnPack, below).
+// at 64 registers (the column-pack launch asks for 3: kColumnPackMinBlocks, below).
 // Left alone, ptxas gave the bf16 and x4 gathers 72-78 registers and the
 // channels-last ones 76: 3 blocks, a third of the warp slots
 // (ncu), with the warps waiting on loads. With the cap (ptxas spills 4-12
@@ -604,9 +605,10 @@ constexpr int kGatherNhwcMinBlocks = sizeof(scalar_t) == 2 ? 5 : kGatherMinBlock
 constexpr int kColumnPack = 4;
 constexpr int kColumnPackWindow = 12;
 constexpr int kPackPlanes = 4;
+constexpr int kColumnPackMinBlocks = 3;
 
 template <typename scalar_t, int kPlanes, int K, int V>
-__global__ void __launch_bounds__(kThreads, V == 1 ? kGatherMinBlocks<scalar_t> : 3)
+__global__ void __launch_bounds__(kThreads, V == 1 ? kGatherMinBlocks<scalar_t> : kColumnPackMinBlocks)
     gather_kernel(const scalar_t* __restrict__ grad_out, scalar_t* __restrict__ grad_in, int64_t planes,
                   AxisPlan<opmath_type<scalar_t>> rows, AxisPlan<opmath_type<scalar_t>> cols) {
   using T = opmath_type<scalar_t>;
@@ -615,7 +617,7 @@ __global__ void __launch_bounds__(kThreads, V == 1 ? kGatherMinBlocks<scalar_t> 
     return;
   }
   const ColumnWindow<T, K> win =
-      column_window<T, K, V>(cols, w, V == 1 ? cols.begin[w] : cols.begin[w] / V * V);  // packs: a V boundary
+      column_window<T, K, V>(cols, w, cols.begin[w] / V * V);  // with packs, down to a V boundary
   const int64_t plane_in = rows.in * cols.in, plane_out = rows.out * cols.out;
   for (int64_t h = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; h < rows.in;
        h += static_cast<int64_t>(gridDim.y) * blockDim.y) {
@@ -685,10 +687,11 @@ __global__ void __launch_bounds__(kThreads) forward_nhwc_kernel(
     o1[j] = xt.i1 * C + c;
     l[j] = xt.l;
   }
-  const int64_t chunks = (H_out + kRowsNhwc<scalar_t> - 1) / kRowsNhwc<scalar_t>;  // per image
+  constexpr int kR = kRowsNhwc<scalar_t>;
+  const int64_t chunks = (H_out + kR - 1) / kR;  // per image
   for (int64_t job = blockIdx.y; job < N * chunks; job += gridDim.y) {
-    const int64_t image = job / chunks, h_begin = (job - image * chunks) * kRowsNhwc<scalar_t>;
-    const int64_t h_end = h_begin + kRowsNhwc<scalar_t> < H_out ? h_begin + kRowsNhwc<scalar_t> : H_out;
+    const int64_t image = job / chunks, h_begin = (job - image * chunks) * kR;
+    const int64_t h_end = h_begin + kR < H_out ? h_begin + kR : H_out;
     const scalar_t* xn = x + image * H_in * row_in;
     scalar_t* on = out + image * H_out * row_out + f0;
     walk_rows<scalar_t, V>(
