@@ -106,6 +106,10 @@ VARIANTS = [
     Variant("cuda-gather-pack-first-column", "uses the first column of each loaded pack for all of its columns",
             "csrc/upsample_cuda.cu", "              acc[p] += weight * v[j][p];",
             "              acc[p] += weight * v[0][p];", cuda_only=True),
+    Variant("cuda-gather-packs-step-one", "steps through the window one column at a time while loading V columns "
+            "at each step (overlapping, misaligned packs)",
+            "csrc/upsample_cuda.cu", "    for (int c = 0; c < K; c += V) {", "    for (int c = 0; c < K; ++c) {",
+            cuda_only=True),
     Variant("cuda-gather-pack-weight-index", "weighs column c + j of a pack by the window's weight j",
             "csrc/upsample_cuda.cu", "            const T weight = wy * win.weight[k];",
             "            const T weight = wy * win.weight[j];", cuda_only=True),
