@@ -350,6 +350,13 @@ def pack_cases():
             yield (f"{d}-{where}-16-bytes-in", 4 * pack, dtype, off[0] * 16, off[1] * 16, pack,
                    f"{where} starts 16 bytes into its storage: still on a 16-byte boundary")
         yield f"{d}-both-48-bytes-in", 2 * pack, dtype, 48, 48, pack, "both start on 16-byte boundaries"
+        # misaligned alike, or by offsets that add up to 16: each address must be on 16 bytes by itself
+        yield (f"{d}-both-8-bytes-in", 4 * pack, dtype, 8, 8, 0,
+               "both start 8 bytes past a 16-byte boundary: misaligned alike is still misaligned")
+        if e < 8:
+            yield (f"{d}-{e}-and-{16 - e}-bytes-in", 4 * pack, dtype, e, 16 - e, 0,
+                   f"feats starts {e} and out {16 - e} bytes past a 16-byte boundary: their offsets add up "
+                   f"to 16, but neither address is on a boundary")
 
 
 PACK_CASES = list(pack_cases())
@@ -508,6 +515,17 @@ def test_timer_takes_the_median_of_exactly_the_timed_calls(stopwatch, clock):
     assert ms == pytest.approx(15.0, abs=1e-6), (
         f"timed calls of 30, 4, 60, 15 and 8 ms (after two 80 ms warm-ups) should give their median, 15 ms; "
         f"got {ms:.6g} ms")
+
+
+@pytest.mark.exercise("median-timer")
+def test_timer_median_of_an_even_count_and_fractions(stopwatch, clock):
+    """Four timed calls of 0.25, 7.5, 3.25 and 60 ms after two 80 ms warm-ups: the median of an even
+    count is the mean of the two middle values, 5.375. The upper or lower middle value gives 7.5 or
+    3.25; times cut to whole milliseconds give 5.0."""
+    ms = timed(stopwatch, Script([80, 80, 0.25, 7.5, 3.25, 60], clock.advance), "cpu", 2, 4)
+    assert ms == pytest.approx(5.375, abs=1e-6), (
+        f"timed calls of 0.25, 7.5, 3.25 and 60 ms should give their median, (3.25 + 7.5) / 2 = 5.375 ms; "
+        f"got {ms:.6g} ms (one middle value instead of their mean, or times rounded to whole milliseconds?)")
 
 
 @pytest.mark.exercise("median-timer")

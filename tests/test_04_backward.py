@@ -324,6 +324,21 @@ def test_points_grad_cpu_large_values(ext, ref):
     check_backward(ext, ref, grad_out * 1e150, feats * 1e100 + 3e100, points, need_feats=False)
 
 
+def near_float16_max(ref, device):
+    """float16 inputs whose grad_points reach about 50000, near float16's largest value (65504):
+    the sums before the chain rule's final 1/2 are about 100000, which float16 cannot hold."""
+    grad_out, feats, points = inputs(40, 300, "cpu", torch.float64)
+    _, grad_points = ref.trilinear_grads(grad_out, feats, points)
+    grad_out = grad_out * (50000 / grad_points.abs().max().item())
+    return tuple(t.to(device, torch.float16) for t in (grad_out, feats, points))
+
+
+@pytest.mark.exercise("points-grad-cpu")
+def test_points_grad_cpu_near_float16_max(ext, ref):
+    """Rounded to float16 before the final 1/2, the largest sums overflow to inf; halved first, they fit."""
+    check_backward(ext, ref, *near_float16_max(ref, "cpu"), need_feats=False, what=" (float16, near its largest value)")
+
+
 # ---------------------------------------------------------------------------- points-reduction (CUDA)
 
 
@@ -352,6 +367,15 @@ def test_points_reduction_rounds_once(ext, ref, device, dtype, N, F):
     """Long sums (up to 128 terms a thread and 8 warps a row): partials kept in the 16-bit type drift."""
     only_cuda(device)
     check_backward(ext, ref, *inputs(N, F, "cuda", dtype), need_feats=False)
+
+
+@pytest.mark.cuda
+@pytest.mark.exercise("points-reduction")
+def test_points_reduction_near_float16_max(ext, ref, device):
+    """Rounded to float16 before the final 1/2, the largest sums overflow to inf; halved first, they fit."""
+    only_cuda(device)
+    check_backward(ext, ref, *near_float16_max(ref, "cuda"), need_feats=False,
+                   what=" (float16, near its largest value)")
 
 
 @pytest.mark.cuda

@@ -45,6 +45,17 @@ VARIANTS = [
     # ---- timer: the statistic and the number of calls
     Variant("timer-mean", "averages the timed calls instead of taking the median",
             "stopwatch.py", "return statistics.median(times)", "return statistics.mean(times)"),
+    Variant("timer-upper-median", "sorts the times and takes the middle one: for an even reps (the default 20) the "
+            "upper of the two middle values, not their mean",
+            "stopwatch.py", "    return statistics.median(times)", "    return sorted(times)[len(times) // 2]"),
+    Variant("timer-median-low", "statistics.median_low: for an even reps the lower of the two middle values",
+            "stopwatch.py", "    return statistics.median(times)", "    return statistics.median_low(times)"),
+    Variant("timer-whole-milliseconds", "perf_counter_ns with integer division by 10**6: each time cut to whole "
+            "milliseconds (a 0.3 ms call reads 0 ms)",
+            "stopwatch.py",
+            "            start = time.perf_counter()\n            fn()\n            times.append((time.perf_counter() - start) * 1e3)",
+            "            start = time.perf_counter_ns()\n            fn()\n"
+            "            times.append((time.perf_counter_ns() - start) // 1_000_000)"),
     Variant("timer-no-warmup", "skips the warm-up calls",
             "stopwatch.py", "    for _ in range(warmup):  # first calls", "    for _ in range(0):  # first calls"),
     Variant("timer-one-call-too-few", "times reps - 1 calls",
@@ -131,6 +142,12 @@ VARIANTS = [
     Variant("pack-alignment-in-elements", "checks the addresses modulo the pack (in elements) instead of 16 bytes",
             "csrc/trilinear.cpp", "const bool aligned = feats_address % 16 == 0 && out_address % 16 == 0;",
             "const bool aligned = feats_address % pack == 0 && out_address % pack == 0;"),
+    Variant("pack-relative-alignment", "asks feats and out to be equally misaligned instead of both on 16 bytes",
+            "csrc/trilinear.cpp", "const bool aligned = feats_address % 16 == 0 && out_address % 16 == 0;",
+            "const bool aligned = feats_address % 16 == out_address % 16;"),
+    Variant("pack-sum-alignment", "asks the two addresses to add up to a multiple of 16",
+            "csrc/trilinear.cpp", "const bool aligned = feats_address % 16 == 0 && out_address % 16 == 0;",
+            "const bool aligned = (feats_address + out_address) % 16 == 0;"),
     Variant("pack-rows-on-8-bytes", "asks F * element_size to be a multiple of 8 bytes instead of 16",
             "csrc/trilinear.cpp", "return F % pack == 0 && aligned ? pack : 0;",
             "return F * element_size % 8 == 0 && aligned ? pack : 0;"),

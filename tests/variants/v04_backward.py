@@ -92,6 +92,13 @@ VARIANTS = [
     Variant("missing-half", "forgets du/dx = 1/2",
             "csrc/trilinear_cpu.cpp", "gp_n[0] = static_cast<scalar_t>(opmath_t(0.5) * gx);",
             "gp_n[0] = static_cast<scalar_t>(gx);"),
+    Variant("points-half-after-rounding", "rounds the sums to scalar_t first and halves them afterwards: in float16 "
+            "a sum above 65504 whose half fits becomes inf",
+            "csrc/trilinear_cpu.cpp",
+            "  gp_n[0] = static_cast<scalar_t>(opmath_t(0.5) * gx);\n  gp_n[1] = static_cast<scalar_t>(opmath_t(0.5) * gy);\n"
+            "  gp_n[2] = static_cast<scalar_t>(opmath_t(0.5) * gz);",
+            "  gp_n[0] = static_cast<scalar_t>(gx);\n  gp_n[1] = static_cast<scalar_t>(gy);\n  gp_n[2] = static_cast<scalar_t>(gz);\n"
+            "  for (int d = 0; d < 3; ++d) gp_n[d] = static_cast<scalar_t>(opmath_t(0.5) * static_cast<opmath_t>(gp_n[d]));"),
     Variant("points-grad-without-grad-out", "sums feats * dw over f without the factor grad_out",
             "csrc/trilinear_cpu.cpp", "    gx += g * sx;", "    gx += sx;"),
     Variant("points-sum-in-storage-type", "accumulates the sum over f in float16/bfloat16",
@@ -160,6 +167,13 @@ VARIANTS = [
     Variant("f0-points-not-zeroed", "with F = 0 returns grad_points uninitialised instead of zero",
             "csrc/trilinear.cpp", "if (need_points) grad_points.zero_();", ""),
     # ------------------------------------------------------------------ points-reduction (csrc/trilinear_cuda.cu)
+    Variant("reduction-half-after-rounding", "stores the row's sum in scalar_t and halves it afterwards: in float16 "
+            "a sum above 65504 whose half fits becomes inf",
+            "csrc/trilinear_cuda.cu",
+            "      grad_points[3 * n + d] = static_cast<scalar_t>(opmath_t(0.5) * sum[d]);",
+            "      grad_points[3 * n + d] = static_cast<scalar_t>(sum[d]);\n"
+            "      grad_points[3 * n + d] = static_cast<scalar_t>(opmath_t(0.5) * static_cast<opmath_t>(grad_points[3 * n + d]));",
+            cuda_only=True),
     Variant("racy-points-write", "every thread stores its own partial sum into grad_points[n]: the last writer wins",
             "csrc/trilinear_cuda.cu", "  __syncthreads();\n  if (valid && threadIdx.x == 0) {",
             "  if (valid) {\n    for (int d = 0; d < 3; ++d) {\n"
