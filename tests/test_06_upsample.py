@@ -32,6 +32,7 @@ from coursekit import build
 from coursekit.testing import (
     TOLERANCE,
     assert_bitwise,
+    assert_memcheck_clean,
     assert_close,
     assert_rounded,
     expect_error,
@@ -829,6 +830,43 @@ def test_gather_column_packs_cuda(up, device, dtype, shape, size, mode):
         grad_in = bw(grad_out, list(shape[2:]), mode, "gather")
     check(grad_in, ref_backward(grad_out, shape[2:], mode),
           f"{mode} gather, grad_out {list(grad_out.shape)} one element past an aligned start -> {list(shape[2:])}")
+
+
+# Every load inside grad_out: a window's columns past `count` (or before `lo`) must not be loaded,
+# even when the sum would skip their values; at the end of the last row of the last plane they
+# lie past the tensor. Only a sanitizer sees such a read, so this runs the gather on small
+# shapes under compute-sanitizer's memcheck, each grad_out ending exactly where its
+# allocation ends: the column-pack shapes aligned and one element off, and scalar-load shapes
+# of every window bound, in both layouts and a 2-byte type.
+MEMCHECK_SHAPES = PACK_SHAPES + [((1, 2, 5, 7), (9, 13)), ((2, 3, 4, 6), (8, 12)), ((1, 4, 3, 5), (9, 16)),
+                                 ((1, 3, 9, 11), (4, 5)), ((1, 8, 3, 3), (40, 40))]
+
+
+@pytest.mark.cuda
+@pytest.mark.exercise("gather-cuda")
+def test_gather_reads_only_grad_out_cuda(device, chapter_source):
+    if device != "cuda":
+        pytest.skip("the CUDA kernel's test")
+    code = f"""
+import sys
+sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})
+import torch
+from coursekit import build
+build.build({str(chapter_source)!r})
+gather = torch.ops.ch06._upsample_bilinear2d_backward_kernel
+for shape, size in {MEMCHECK_SHAPES!r}:
+    for dtype in (torch.float32, torch.bfloat16):
+        numel = shape[0] * shape[1] * size[0] * size[1]
+        for skip in (0, 1):  # the tensor ends where its allocation ends; skip 1: one element off an aligned start
+            g = torch.randn(numel + skip, device="cuda", dtype=dtype)[skip:].view(shape[:2] + tuple(size))
+            for mode in {MODES!r}:
+                gather(g, list(shape[2:]), mode, "gather")
+                if skip == 0:
+                    cl = torch.randn(numel, device="cuda", dtype=dtype).view(shape[0], size[0], size[1], shape[1])
+                    gather(cl.permute(0, 3, 1, 2), list(shape[2:]), mode, "gather")
+torch.cuda.synchronize()
+"""
+    assert_memcheck_clean(code, "the gather backward on small shapes")
 
 
 # ----------------------------------------------------------------------------

@@ -99,6 +99,10 @@ VARIANTS = [
             "(their weight is 0, but 0 * inf is NaN, and they may lie past the tensor's end)",
             "csrc/upsample_cuda.cu", "          if (k >= win.lo && k < win.count) {", "          if (k >= win.lo) {",
             cuda_only=True),
+    Variant("cuda-gather-loads-past-count", "loads every pack of the window, also those past its count: the "
+            "sum still skips their values, but at the end of the last row they lie past the tensor's end",
+            "csrc/upsample_cuda.cu", "      if (c < win.count) {\n        T v[V][N];", "      {\n        T v[V][N];",
+            cuda_only=True),
     Variant("cuda-gather-ignores-lo", "sums the columns of the first pack before the window's first real one "
             "(their weight is 0, but 0 * inf is NaN)",
             "csrc/upsample_cuda.cu", "          if (k >= win.lo && k < win.count) {", "          if (k < win.count) {",
