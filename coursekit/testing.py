@@ -126,6 +126,15 @@ def assert_memcheck_clean(code: str, what: str, timeout: float = 900) -> None:
     assert proc.returncode == 0, f"{what}: the memcheck run failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}"
 
 
+def memcheck_script(source: str | Path, body: str) -> str:
+    """A script for assert_memcheck_clean: build (or reuse) the extension in `source` as `ext`,
+    run `body` (which may use torch and ext), wait for the GPU."""
+    from . import ROOT
+
+    return (f"import sys\nsys.path.insert(0, {str(ROOT)!r})\nimport torch\nfrom coursekit import build\n"
+            f"ext = build.build({str(source)!r})\n{body}\ntorch.cuda.synchronize()\n")
+
+
 def cuda_available() -> bool:
     return torch.cuda.is_available()
 

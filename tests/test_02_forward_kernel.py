@@ -12,7 +12,8 @@ import os
 import pytest
 import torch
 
-from coursekit.testing import assert_bitwise, assert_close, assert_float64, assert_rounded, expect_error, poisoned_empty
+from coursekit.testing import (assert_bitwise, assert_close, assert_float64, assert_memcheck_clean, assert_rounded,
+                               expect_error, memcheck_script, poisoned_empty)
 
 CHAPTER = "02"
 
@@ -214,6 +215,21 @@ def test_no_write_past_the_output(ext, device, N, F):
     torch.cuda.synchronize()
     assert (canary == 42.0).all(), "the kernel wrote past the end of its output (a missing bounds check?)"
     assert_close(out, reference(feats, points).float(), torch.float32)
+
+
+@pytest.mark.cuda
+@pytest.mark.exercise("cuda-kernel")
+def test_cuda_kernel_stays_inside_its_tensors(device, chapter_source):
+    """Small shapes whose last block has rows of threads without a cube, under compute-sanitizer's
+    memcheck, every tensor its own allocation: each load and store must stay inside its tensor,
+    also one whose value is never used, which no comparison of results can see."""
+    if device != "cuda":
+        pytest.skip("needs the CUDA build")
+    assert_memcheck_clean(memcheck_script(chapter_source, """
+for N, F in [(1, 1), (3, 33), (5, 100), (37, 257), (2, 64), (1, 300)]:
+    for dtype in (torch.float32, torch.float16, torch.float64):
+        ext.forward(torch.randn(N, 8, F, device="cuda", dtype=dtype), torch.rand(N, 3, device="cuda", dtype=dtype) * 2 - 1)
+"""), "the forward kernel on small shapes")
 
 
 @pytest.mark.cuda

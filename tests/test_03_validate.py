@@ -29,7 +29,8 @@ import torch.nn.functional as F_
 
 from coursekit import ROOT, timing
 from coursekit.build import load_python
-from coursekit.testing import assert_close, assert_rounded, expect_error, poisoned_empty, assert_float64
+from coursekit.testing import (assert_close, assert_float64, assert_memcheck_clean, assert_rounded, expect_error,
+                               memcheck_script, poisoned_empty)
 
 CHAPTER = "03"
 MAPPINGS = ["forward", "forward_naive", "forward_vectorized"]
@@ -415,6 +416,24 @@ def test_vectorized_cuda(ext, device, dtype, N, F):
     torch.cuda.synchronize()
     path = "16-byte packs" if F % PACK[dtype] == 0 else "the coalesced fallback"
     check(out, feats, points, f"forward_vectorized (N={N}, F={F}, {name_of(dtype)}: {path})")
+
+
+@pytest.mark.cuda
+@pytest.mark.exercise("vectorized-kernel")
+def test_vectorized_cuda_stays_inside_its_tensors(device, chapter_source):
+    """Every path of forward_vectorized on small shapes, each dtype, under compute-sanitizer's
+    memcheck, every tensor its own allocation: each load and store must stay inside its tensor,
+    also one whose value is never used, which no comparison of results can see."""
+    if device != "cuda":
+        pytest.skip("needs the CUDA build")
+    assert_memcheck_clean(memcheck_script(chapter_source, f"""
+for dtype, pack in {{torch.float64: 2, torch.float32: 4, torch.float16: 8, torch.bfloat16: 8}}.items():
+    for N, F in [(1, pack), (3, 2 * pack), (5, 33 * pack), (2, 257 * pack), (3, pack + 1), (5, 1)]:
+        feats = torch.randn(N, 8, F, device="cuda", dtype=dtype)
+        points = torch.rand(N, 3, device="cuda", dtype=dtype) * 2 - 1
+        ext.forward_vectorized(feats, points)
+        ext.forward_vectorized(torch.randn(N * 8 * F + 1, device="cuda", dtype=dtype)[1:].view(N, 8, F), points)
+"""), "forward_vectorized on small shapes")
 
 
 @pytest.mark.cuda

@@ -18,8 +18,8 @@ import torch.nn.functional as Fn
 
 from coursekit import ROOT
 from coursekit.build import load_python
-from coursekit.testing import (TOLERANCE, assert_bitwise, assert_close, assert_float64, assert_rounded, expect_error,
-                               poisoned_empty, ulp_of)
+from coursekit.testing import (TOLERANCE, assert_bitwise, assert_close, assert_float64, assert_memcheck_clean,
+                               assert_rounded, expect_error, memcheck_script, poisoned_empty, ulp_of)
 
 CHAPTER = "04"
 
@@ -367,6 +367,26 @@ def test_points_reduction_rounds_once(ext, ref, device, dtype, N, F):
     """Long sums (up to 128 terms a thread and 8 warps a row): partials kept in the 16-bit type drift."""
     only_cuda(device)
     check_backward(ext, ref, *inputs(N, F, "cuda", dtype), need_feats=False)
+
+
+@pytest.mark.cuda
+@pytest.mark.exercise("points-reduction")
+def test_points_reduction_stays_inside_its_tensors(device, chapter_source):
+    """The launch shapes of CUDA_SIZES' small end (rows of threads without a cube in the last
+    block), with and without grad_feats, under compute-sanitizer's memcheck: a write for a row
+    past the last cube, or a shared-memory slot out of range, gives right values and goes unseen
+    elsewhere; here it fails."""
+    if device != "cuda":
+        pytest.skip("a test of the CUDA kernel")
+    assert_memcheck_clean(memcheck_script(chapter_source, """
+for N, F in [(1, 1), (3, 40), (13, 5), (33, 256), (9, 512), (7, 4104)]:
+    for dtype in (torch.float32, torch.float16):
+        g = torch.randn(N, F, device="cuda", dtype=dtype)
+        feats = torch.randn(N, 8, F, device="cuda", dtype=dtype)
+        points = torch.rand(N, 3, device="cuda", dtype=dtype) * 2 - 1
+        for flags in ((True, True), (False, True)):
+            ext.backward(g, feats, points, *flags)
+"""), "the backward kernels on small shapes")
 
 
 @pytest.mark.cuda

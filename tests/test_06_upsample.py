@@ -33,6 +33,7 @@ from coursekit.testing import (
     TOLERANCE,
     assert_bitwise,
     assert_memcheck_clean,
+    memcheck_script,
     assert_close,
     assert_rounded,
     expect_error,
@@ -847,12 +848,7 @@ MEMCHECK_SHAPES = PACK_SHAPES + [((1, 2, 5, 7), (9, 13)), ((2, 3, 4, 6), (8, 12)
 def test_gather_reads_only_grad_out_cuda(device, chapter_source):
     if device != "cuda":
         pytest.skip("the CUDA kernel's test")
-    code = f"""
-import sys
-sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})
-import torch
-from coursekit import build
-build.build({str(chapter_source)!r})
+    code = memcheck_script(chapter_source, f"""
 gather = torch.ops.ch06._upsample_bilinear2d_backward_kernel
 for shape, size in {MEMCHECK_SHAPES!r}:
     for dtype in (torch.float32, torch.bfloat16):
@@ -864,8 +860,7 @@ for shape, size in {MEMCHECK_SHAPES!r}:
                 if skip == 0:
                     cl = torch.randn(numel, device="cuda", dtype=dtype).view(shape[0], size[0], size[1], shape[1])
                     gather(cl.permute(0, 3, 1, 2), list(shape[2:]), mode, "gather")
-torch.cuda.synchronize()
-"""
+""")
     assert_memcheck_clean(code, "the gather backward on small shapes")
 
 

@@ -236,4 +236,8 @@ VARIANTS = [
             "csrc/trilinear_cuda.cu",
             "    if (valid) {\n      atomicAdd(&grad_points[3 * n + 0], static_cast<scalar_t>(opmath_t(0.5) * gx));",
             "    if (valid) {\n      atomicAdd(&grad_points[3 * n + 0], static_cast<scalar_t>(gx));", cuda_only=True),
+    Variant("reduction-writes-past-last-cube", "the row's first thread stores whether or not its row has a cube: "
+            "rows past the last cube write zeros past the end of grad_points",
+            "csrc/trilinear_cuda.cu", "if (valid && threadIdx.x == 0) {\n    const int warps_per_row",
+            "if (threadIdx.x == 0) {\n    const int warps_per_row", cuda_only=True),
 ]
