@@ -61,6 +61,15 @@ def test_scale_inplace(ext):
 
 
 @pytest.mark.exercise("scale")
+def test_scale_promotes_like_python(ext):
+    """x * factor, as PyTorch computes it: an integer tensor times 2.5 is a float tensor, not truncated."""
+    x = torch.tensor([1, 2, -3])
+    y = ext.scale(x, 2.5)
+    assert y.dtype == (x * 2.5).dtype, f"scale(int64 tensor, 2.5) gave {y.dtype}, x * 2.5 gives {(x * 2.5).dtype}"
+    assert torch.equal(y, x * 2.5), f"scale(tensor([1, 2, -3]), 2.5) gave {y.tolist()}, expected [2.5, 5.0, -7.5]"
+
+
+@pytest.mark.exercise("scale")
 @pytest.mark.parametrize("inplace", [False, True])
 def test_scale_keeps_precision_and_layout(ext, inplace):
     """A float64 tensor scaled by a double stays float64 to the last bit; a view keeps its strides."""
@@ -82,6 +91,8 @@ def test_scale_argument_types(ext):
         ext.scale(x, 2.0, inplace=True, extra=1)
 
 
+@pytest.mark.cuda
+@pytest.mark.exercise("describe")
 def test_describe_cuda(ext):
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU (none visible)")

@@ -181,16 +181,22 @@ def check_grad_out_layouts(trilinear, device):
         assert_f64(points.grad, ref_points, f"points.grad with grad_out {name}")
 
 
-def second_derivative(trilinear, loss):
-    """A second derivative through `trilinear`, three ways: must raise, never answer silently."""
-    feats, points = inputs(4, 3, dtype=torch.float64)
+# (loss, the input the first derivative is taken in). In feats only with the square loss: there the
+# gradient depends on feats; with the other two it is a constant, and its derivative truly zero.
+SECOND_DERIVATIVES = [("square", "points"), ("sum", "points"), ("penalty", "points"), ("square", "feats")]
+
+
+def second_derivative(trilinear, loss, wrt="points"):
+    """A second derivative through `trilinear`, three ways: must raise, never answer silently.
+    wrt="feats": only feats requires a gradient, and the first derivative is taken in feats."""
+    feats, points = inputs(4, 3, dtype=torch.float64, which="both" if wrt == "points" else "feats")
     out = trilinear(feats, points)
     L = (out**2).sum() if loss == "square" else out.sum()
-    (grad_points,) = torch.autograd.grad(L, points, create_graph=True)
+    (grad,) = torch.autograd.grad(L, points if wrt == "points" else feats, create_graph=True)
     if loss == "penalty":  # a gradient penalty: the loss is linear in out, so grad_out is a constant
-        (L + grad_points.square().sum()).backward()
+        (L + grad.square().sum()).backward()
     else:
-        grad_points.sum().backward()
+        grad.sum().backward()
 
 
 # ---------------------------------------------------------------------------
@@ -218,6 +224,23 @@ def test_function_gradients(fn, device, dtype, which):
     check_gradients(fn.trilinear, device, dtype, which)
 
 
+def check_empty_gradients(trilinear, device):
+    """N = 0 or F = 0: inputs that require a gradient get one, of their own (empty) shape."""
+    for N, F in ((0, 5), (4, 0)):
+        feats, points = inputs(N, F, device=device)
+        trilinear(feats, points).sum().backward()
+        for name, t in (("feats", feats), ("points", points)):
+            assert t.grad is not None and t.grad.shape == t.shape, (
+                f"N={N}, F={F}: {name}.grad is {None if t.grad is None else tuple(t.grad.shape)}, expected a tensor "
+                f"of shape {tuple(t.shape)} (an empty gradient is still a gradient)")
+            assert (t.grad == 0).all(), f"N={N}, F={F}: {name}.grad is not all zero"
+
+
+@pytest.mark.exercise("function-backward")
+def test_function_empty_gradients(fn, device):
+    check_empty_gradients(fn.trilinear, device)
+
+
 @pytest.mark.exercise("function-backward")
 def test_function_gradcheck(fn, device):
     gradcheck_route(fn.trilinear, device)
@@ -240,10 +263,10 @@ def test_function_grad_out_layouts(fn, device):
 
 
 @pytest.mark.exercise("function-backward")
-@pytest.mark.parametrize("loss", ["square", "sum", "penalty"])
-def test_function_refuses_double_backward(fn, loss):
-    with expect_error("double backward", RuntimeError, what=f"a second derivative with loss {loss}"):
-        second_derivative(fn.trilinear, loss)
+@pytest.mark.parametrize("loss, wrt", SECOND_DERIVATIVES)
+def test_function_refuses_double_backward(fn, loss, wrt):
+    with expect_error("double backward", RuntimeError, what=f"a second derivative in {wrt} with loss {loss}"):
+        second_derivative(fn.trilinear, loss, wrt)
 
 
 def test_function_route_breaks_torch_compile(fn):
@@ -394,8 +417,8 @@ def test_op_empty(ext, device, N, F):
 
 def _t(*shape, dtype=torch.float32, device="cpu"):
     if dtype.is_floating_point:
-        return torch.randn(*shape, device=device).to(dtype)
-    return torch.ones(*shape, dtype=dtype, device=device)
+        return torch.randn(shape, device=device).to(dtype)
+    return torch.ones(shape, dtype=dtype, device=device)
 
 
 SHAPE = r"trilinear: feats must have shape \(N, 8, F\)"
@@ -404,6 +427,8 @@ KIND = r"must be float64, float32, float16 or bfloat16"
 F8 = torch.float8_e4m3fn
 
 BAD_FORWARD = [  # (id, make inputs, message, needs a CUDA device)
+    ("feats rank 0", lambda: (_t(), _t(4, 3)), SHAPE, False),
+    ("feats rank 1", lambda: (_t(4), _t(4, 3)), SHAPE, False),
     ("feats rank 2", lambda: (_t(4, 8), _t(4, 3)), SHAPE, False),
     ("feats rank 4", lambda: (_t(4, 8, 2, 1), _t(4, 3)), SHAPE, False),
     ("feats 7 corners", lambda: (_t(4, 7, 2), _t(4, 3)), SHAPE, False),
@@ -526,23 +551,30 @@ FAKE_CASES = [  # (id, N, F, need_feats, need_points, feats given)
 @pytest.mark.exercise("fake-impl")
 @pytest.mark.parametrize("case, N, F, need_feats, need_points, give_feats", FAKE_CASES, ids=[c[0] for c in FAKE_CASES])
 @pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16], ids=["float64", "bfloat16"])
-def test_fake_outputs_match_eager(op, case, N, F, need_feats, need_points, give_feats, dtype):
+@pytest.mark.parametrize("layout", ["contiguous", "strided"])
+def test_fake_outputs_match_eager(op, case, N, F, need_feats, need_points, give_feats, dtype, layout):
+    """The fake's outputs have the real op's shapes, strides, dtype and device, also for inputs
+    that are not contiguous (the op's outputs are packed whatever the inputs' strides)."""
     feats, points = inputs(N, F, dtype=dtype, which="none")
     grad_out = torch.randn(N, F).to(dtype)
+    if layout == "strided":  # n innermost in feats and grad_out, points column-major
+        feats = feats.permute(1, 2, 0).contiguous().permute(2, 0, 1)
+        points, grad_out = points.t().contiguous().t(), grad_out.t().contiguous().t()
     f = feats if give_feats else None
     real = [torch.ops.ch05.trilinear(feats, points),
             *torch.ops.ch05.trilinear_backward(grad_out, f, points, need_feats, need_points)]
     for device in FAKE_DEVICES:  # fake CUDA tensors need no GPU
         with FakeTensorMode():
-            ff = torch.empty(feats.shape, dtype=dtype, device=device)
-            fp = torch.empty(points.shape, dtype=dtype, device=device)
-            fg = torch.empty(grad_out.shape, dtype=dtype, device=device)
+            ff = torch.empty_strided(feats.shape, feats.stride(), dtype=dtype, device=device)
+            fp = torch.empty_strided(points.shape, points.stride(), dtype=dtype, device=device)
+            fg = torch.empty_strided(grad_out.shape, grad_out.stride(), dtype=dtype, device=device)
             fake = [torch.ops.ch05.trilinear(ff, fp),
                     *torch.ops.ch05.trilinear_backward(fg, ff if give_feats else None, fp, need_feats, need_points)]
             for r, k, what in zip(real, fake, ("out", "grad_feats", "grad_points")):
                 got = (tuple(k.shape), k.stride(), k.dtype, k.device.type)
                 want = (tuple(r.shape), r.stride(), r.dtype, device)
-                assert got == want, (f"the fake {what} ({case}, {device}): (shape, strides, dtype, device) {got}, "
+                assert got == want, (f"the fake {what} ({case}, {layout} inputs, {device}): (shape, strides, dtype, "
+                                     f"device) {got}, "
                                      f"the C++ op gives {want}")
 
 
@@ -568,6 +600,11 @@ def test_opcheck(op, device, dtype):
 @pytest.mark.parametrize("which", WHICH)
 def test_op_gradients(op, device, dtype, which):
     check_gradients(op.trilinear, device, dtype, which)
+
+
+@pytest.mark.exercise("op-autograd")
+def test_op_empty_gradients(op, device):
+    check_empty_gradients(op.trilinear, device)
 
 
 @pytest.mark.exercise("op-autograd")
@@ -599,10 +636,10 @@ def test_op_grad_out_layouts(op, device):
 
 
 @pytest.mark.exercise("op-autograd")
-@pytest.mark.parametrize("loss", ["square", "sum", "penalty"])
-def test_op_refuses_double_backward(op, loss):
-    with expect_error("double backward", RuntimeError, what=f"a second derivative with loss {loss}"):
-        second_derivative(op.trilinear, loss)
+@pytest.mark.parametrize("loss, wrt", SECOND_DERIVATIVES)
+def test_op_refuses_double_backward(op, loss, wrt):
+    with expect_error("double backward", RuntimeError, what=f"a second derivative in {wrt} with loss {loss}"):
+        second_derivative(op.trilinear, loss, wrt)
 
 
 @pytest.mark.exercise("op-autograd")
@@ -1007,6 +1044,27 @@ def test_cell_lookup_at_boundaries(grid_module):
     assert index.shape == (3, 8) and torch.equal(index.cpu().long(), expect_index), (
         f"vertex indices {index.tolist()}, expected {expect_index.tolist()}")
     assert_f64(local, expect_local, "local coordinates", rtol=1e-12)
+
+
+@pytest.mark.exercise("grid-lookup")
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16, torch.bfloat16],
+                         ids=["float64", "float32", "float16", "bfloat16"])
+def test_cell_lookup_types(grid_module, dtype):
+    """cell_lookup's contract: int64 indices; local coordinates in float64 for float64 points and in
+    float32 otherwise, computed in that type (R = 100: rounded to 16 bits they would be off by up
+    to 5e-4, in float32 by 2e-5 at most)."""
+    R = 100
+    points = (torch.rand(2000, 3, dtype=torch.float64) * 2 - 1).to(dtype)
+    index, local = grid_module.cell_lookup(points, R)
+    want = torch.float64 if dtype == torch.float64 else torch.float32
+    assert index.dtype == torch.int64, f"indices of {dtype} points are {index.dtype}, expected torch.int64"
+    assert local.dtype == want, f"local coordinates of {dtype} points are {local.dtype}, expected {want}"
+    s = (points.double() + 1) * (R / 2)
+    ref = (s - s.floor().clamp(0, R - 1)) * 2 - 1
+    err = (local.double() - ref).abs().max().item()
+    limit = 1e-12 if dtype == torch.float64 else 4e-5
+    assert err <= limit, (f"local coordinates of {dtype} points off by up to {err:.2e} from the exact value (allowed "
+                          f"{limit:.0e}): computed or stored in a narrower type than {want}?")
 
 
 @pytest.mark.exercise("grid-lookup")

@@ -20,4 +20,10 @@ VARIANTS = [
   }''', "  out << x.sizes();"),
     Variant("scale-factor-as-float", "passes the factor through float",
             "csrc/hello.cpp", "  return x.mul(factor);\n  // END", "  return x.mul(static_cast<float>(factor));\n  // END"),
+    Variant("describe-device-type", "prints x.device().type(): a CUDA tensor shows device=cuda, not cuda:0",
+            "csrc/hello.cpp", 'out << "), device=" << x.device() << ")";',
+            'out << "), device=" << x.device().type() << ")";', cuda_only=True),
+    Variant("scale-keeps-dtype", "casts the product back to x's dtype: an integer tensor times 2.5 is truncated "
+            "to integers (x * 2.5 is float)",
+            "csrc/hello.cpp", "  return x.mul(factor);\n  // END", "  return x.mul(factor).to(x.scalar_type());\n  // END"),
 ]

@@ -112,4 +112,8 @@ VARIANTS = [
     Variant("default-stream", "launches on the legacy default stream", CU,
             "<<<static_cast<unsigned>(blocks), block, 0, stream>>>", "<<<static_cast<unsigned>(blocks), block>>>",
             cuda_only=True),
+    Variant("cpu-int32-offsets", "feats[n] located with a 32-bit offset: feats with more than 2^31 elements "
+            "(4.3 GB of float16) read the wrong cubes",
+            CPU, "const scalar_t* f_n = feats + n * 8 * F;",
+            "const int offset = n * 8 * F;\n      const scalar_t* f_n = feats + offset;"),
 ]

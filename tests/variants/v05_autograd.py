@@ -235,4 +235,32 @@ VARIANTS = [
             "at::kFloat;"),
     Variant("quantize-inv-scale-double", "inv_scale as double 1/scale rounded to T, not T(1) / T(scale)",
             "csrc/quantize.h", "return {s, T(1) / s,", "return {s, static_cast<T>(1.0 / scale),"),
+    # second round of learner mistakes: empty gradients, double backward in feats, fake strides, ranks, grid types
+    Variant("op-backward-none-by-numel", "turns an empty gradient into None by numel: with N = 0 (or F = 0) an input "
+            "that requires grad gets no .grad",
+            OP, "    return (grad_feats if need_feats else None), (grad_points if need_points else None)",
+            "    return (grad_feats if grad_feats.numel() else None), (grad_points if grad_points.numel() else None)"),
+    Variant("function-double-backward-only-points", "refuses create_graph only when the points need a gradient: "
+            "with feats alone, a penalty on feats.grad silently loses its term",
+            FN, "        if torch.is_grad_enabled():\n", "        if torch.is_grad_enabled() and ctx.needs_input_grad[1]:\n"),
+    Variant("fake-backward-empty-like-points", "the fake grad_points as torch.empty_like(points): it keeps the points' "
+            "strides (column-major for transposed points), the C++ op returns a packed (N, 3)",
+            OP, "grad_points = points.new_empty(N, 3) if need_points", "grad_points = torch.empty_like(points) if need_points"),
+    Variant("fake-backward-empty-like-feats", "the fake grad_feats as torch.empty_like(feats) when feats is given: it "
+            "keeps feats' strides, the C++ op returns a packed (N, 8, F)",
+            OP, "grad_feats = grad_out.new_empty(N, 8, F) if need_feats",
+            "grad_feats = (torch.empty_like(feats) if feats is not None else grad_out.new_empty(N, 8, F)) if need_feats"),
+    Variant("fake-forward-empty-like-corner", "the fake output as torch.empty_like(feats[:, 0]): it keeps the strides "
+            "of a corner slice (column-major when n is feats' innermost dimension)",
+            OP, "return feats.new_empty(feats.shape[0], feats.shape[2])", "return torch.empty_like(feats[:, 0])"),
+    Variant("fake-size-before-rank", "tests feats.shape[1] before feats.dim(): a rank-0 or rank-1 feats raises "
+            "IndexError under FakeTensor/meta instead of the C++ op's RuntimeError",
+            OP, "torch._check(feats.dim() == 3 and feats.shape[1] == 8,",
+            "torch._check(feats.shape[1] == 8 and feats.dim() == 3,"),
+    Variant("grid-local-in-points-dtype", "returns the local coordinates in the points' dtype: float16/bfloat16 "
+            "points get their local coordinates rounded to 16 bits before a float32 grid uses them",
+            MOD, "local = (s - cell) * 2 - 1", "local = ((s - cell) * 2 - 1).to(points.dtype)"),
+    Variant("grid-index-int32", "returns the vertex indices as int32, not int64",
+            MOD, "index = (vertex[..., 0] * (R + 1) + vertex[..., 1]) * (R + 1) + vertex[..., 2]",
+            "index = ((vertex[..., 0] * (R + 1) + vertex[..., 1]) * (R + 1) + vertex[..., 2]).int()"),
 ]
