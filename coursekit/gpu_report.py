@@ -19,13 +19,11 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-from . import ROOT, chapters
+from . import ROOT, chapters, toolkit
 
 RESULTS = ROOT / "results"
 LOGS = RESULTS / "gpu_report"
@@ -84,12 +82,12 @@ def run(skip_graders: bool = False, skip_sanitizer: bool = False, only: list[str
         steps.append(_step("test", [py, "-m", "pytest", "-q", "-ra", *marker, *files]))
         steps[-1]["summary"] = _pytest_summary((ROOT / steps[-1]["log"]).read_text(errors="replace"))
 
-    sanitizer = shutil.which("compute-sanitizer") or "/usr/local/cuda/bin/compute-sanitizer"
-    if want("sanitizer") and not skip_sanitizer and Path(sanitizer).exists():
-        # Without the caching allocator every tensor is its own cudaMalloc, so memcheck
-        # sees an access past a tensor's end. Kernels run 10-100x slower under the
-        # sanitizers, so they run the kernel tour (every kernel, small odd shapes), not the suite.
-        env = dict(os.environ, PYTORCH_NO_CUDA_MEMORY_CACHING="1", COURSE_SANITIZER="1")
+    sanitizer = toolkit.compute_sanitizer()
+    if want("sanitizer") and not skip_sanitizer and sanitizer is not None:
+        # Every tensor its own allocation (toolkit.sanitizer_env), so memcheck sees an access
+        # past a tensor's end. Kernels run 10-100x slower under the sanitizers, so they run
+        # the kernel tour (every kernel, small odd shapes), not the suite.
+        env = toolkit.sanitizer_env()
         for tool in SANITIZER_TOOLS:
             extra = ["--racecheck-report", "all"] if tool == "racecheck" else []
             cmd = [sanitizer, "--tool", tool, "--error-exitcode", "99", "--print-limit", "20", *extra,

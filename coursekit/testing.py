@@ -83,41 +83,24 @@ def install_and_run(source: str | Path, workdir: Path, code: str) -> str:
     return out.stdout
 
 
-def compute_sanitizer() -> str | None:
-    """The path of compute-sanitizer (it comes with the CUDA toolkit), or None."""
-    import shutil
-
-    from . import toolkit
-
-    found = shutil.which("compute-sanitizer")
-    if found:
-        return found
-    try:
-        tk = toolkit.plan_build().toolkit
-    except toolkit.SetupError:
-        tk = None
-    candidates = ([Path(tk.home) / "bin" / "compute-sanitizer"] if tk is not None and tk.home else []) + [
-        Path("/usr/local/cuda/bin/compute-sanitizer")]
-    return next((str(p) for p in candidates if p.is_file()), None)
-
-
 def assert_memcheck_clean(code: str, what: str, timeout: float = 900) -> None:
     """Run `code` in a fresh Python under compute-sanitizer's memcheck and fail with its first
     reports if any kernel touched memory outside its tensors.
 
-    Without PyTorch's caching allocator every tensor is its own cudaMalloc, so memcheck sees a
-    read even one element past a tensor's end (with the cache, the block around it is allocated
-    too, and the read goes unnoticed). Skips where there is no sanitizer, or when already under one."""
+    Every tensor is its own allocation there (toolkit.sanitizer_env), so memcheck sees a read
+    even one element past a tensor's end. Skips where there is no sanitizer, or when already under one."""
     import pytest
+
+    from . import toolkit
 
     if os.environ.get("COURSE_SANITIZER"):
         pytest.skip("already running under compute-sanitizer")
-    sanitizer = compute_sanitizer()
+    sanitizer = toolkit.compute_sanitizer()
     if sanitizer is None:
         pytest.skip("compute-sanitizer not found (it comes with the CUDA toolkit)")
-    env = dict(os.environ, PYTORCH_NO_CUDA_MEMORY_CACHING="1", COURSE_SANITIZER="1")
     proc = subprocess.run([sanitizer, "--tool", "memcheck", "--error-exitcode", "99", "--print-limit", "4",
-                           sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=timeout)
+                           sys.executable, "-c", code], capture_output=True, text=True, env=toolkit.sanitizer_env(),
+                          timeout=timeout)
     if proc.returncode == 99:
         lines = [line.removeprefix("========= ") for line in proc.stdout.splitlines()
                  if "Invalid" in line or "is out of bounds" in line or "bytes after" in line or "bytes before" in line]

@@ -113,6 +113,28 @@ def find_toolkit() -> Toolkit | None:
     return None
 
 
+def compute_sanitizer() -> str | None:
+    """compute-sanitizer (it comes with the CUDA toolkit): on PATH, else in the toolkit
+    find_toolkit() finds, else in /usr/local/cuda; None if there is none."""
+    found = shutil.which("compute-sanitizer")
+    if found:
+        return found
+    try:
+        toolkit = find_toolkit()
+    except SetupError:
+        toolkit = None
+    homes = ([toolkit.home] if toolkit is not None else []) + [Path("/usr/local/cuda")]
+    return next((str(h / "bin" / "compute-sanitizer") for h in homes if (h / "bin" / "compute-sanitizer").is_file()),
+                None)
+
+
+def sanitizer_env() -> dict[str, str]:
+    """The environment the course runs a sanitizer in. Without PyTorch's caching allocator every
+    tensor is its own cudaMalloc, so memcheck sees an access even one element past a tensor's end
+    (with the cache, the block around it is allocated too). COURSE_SANITIZER tells the tests."""
+    return dict(os.environ, PYTORCH_NO_CUDA_MEMORY_CACHING="1", COURSE_SANITIZER="1")
+
+
 def _truthy(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
 

@@ -427,7 +427,7 @@ def test_vectorized_cuda_stays_inside_its_tensors(device, chapter_source):
     if device != "cuda":
         pytest.skip("needs the CUDA build")
     assert_memcheck_clean(memcheck_script(chapter_source, f"""
-for dtype, pack in {{torch.float64: 2, torch.float32: 4, torch.float16: 8, torch.bfloat16: 8}}.items():
+for dtype, pack in {PACK!r}.items():
     for N, F in [(1, pack), (3, 2 * pack), (5, 33 * pack), (2, 257 * pack), (3, pack + 1), (5, 1)]:
         feats = torch.randn(N, 8, F, device="cuda", dtype=dtype)
         points = torch.rand(N, 3, device="cuda", dtype=dtype) * 2 - 1
