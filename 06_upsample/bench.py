@@ -8,6 +8,9 @@ For every case (shape, factor, dtype, memory layout) it times, in the same proce
   forward   ours; F.interpolate; torch.compile(F.interpolate)
   backward  our gather; our scatter (GPU); PyTorch's backward (aten.upsample_bilinear2d_backward,
             atomics on a GPU)
+  GPU only  (GPU) our forward and gather again, as replays of a CUDA graph of 10 calls
+            (timing.bench_graph): the kernels' time without the host's Python, dispatch and
+            launches, which set the pace of the smallest cases
   training  on the first case, forward + backward through autograd: ours (gather) and
             F.interpolate, also under torch.use_deterministic_algorithms(True)
 with the input in the case's layout (NCHW, or channels_last) for every contender.
@@ -77,8 +80,9 @@ def run(device: str, quick: bool, compile_peer: bool = True) -> tuple[list[dict]
         common = dict(shape=list(shape), factor=factor, out_shape=list(grad_out.shape),
                       dtype=str(dtype).replace("torch.", ""), layout=layout)
 
-        def add(name, fn, mode, min_run_time=min_time, passes=1):
-            t = timing.bench(fn, device, min_run_time=min_run_time)
+        def add(name, fn, mode, min_run_time=min_time, passes=1, graph=False):
+            t = timing.bench_graph(fn, min_run_time=min_run_time) if graph else \
+                timing.bench(fn, device, min_run_time=min_run_time)
             row = timing.record(name, t, passes * moved, bandwidth, **common, mode=mode)
             records.append(row)
             print(f"{name:32s} {str(shape):20s} x{factor:<3} {common['dtype']:9s} {layout:13s} {mode:13s} "
@@ -87,6 +91,10 @@ def run(device: str, quick: bool, compile_peer: bool = True) -> tuple[list[dict]
         for mode in MODES if index == 0 else MODES[:1]:
             add("forward ours", lambda: ours_fw(x, size, mode), mode)
             add("backward gather", lambda: ours_bw(grad_out, list(shape[2:]), mode, "gather"), mode)
+            if device == "cuda" and mode == "half_pixel":  # the same calls without the host's time
+                add("forward ours, GPU only", lambda: ours_fw(x, size, mode), mode, graph=True)
+                add("backward gather, GPU only", lambda: ours_bw(grad_out, list(shape[2:]), mode, "gather"), mode,
+                    graph=True)
             if device == "cuda":  # on the CPU both names run the same gather kernel
                 add("backward scatter", lambda: ours_bw(grad_out, list(shape[2:]), mode, "scatter"), mode)
             if mode not in TORCH_ALIGN:

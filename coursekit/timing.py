@@ -49,6 +49,29 @@ def bench(fn: Callable[[], object], device: str | torch.device = "cpu", min_run_
     return Timing(m.median * 1e3, m.iqr * 1e3, len(m.times) * m.number_per_run)
 
 
+def bench_graph(fn: Callable[[], object], reps: int = 10, min_run_time: float = 0.5) -> Timing:
+    """GPU time of one call of `fn` on the current CUDA device, without the host's share.
+
+    bench() times calls as a program makes them: when a call's host work (Python, dispatch,
+    allocation, launches) takes longer than its kernels, the host sets the pace and the GPU
+    idles between kernels. Here `reps` calls are captured once in a CUDA graph, and bench()
+    times replays of the graph, which launch all their kernels at once. `fn` must be capturable
+    (no synchronisation, no host reads of GPU values); its host code runs during the capture only.
+    """
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up outside the capture, as torch.cuda.graph asks
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(reps):
+            fn()
+    t = bench(graph.replay, "cuda", min_run_time=min_run_time)
+    return Timing(t.median_ms / reps, t.iqr_ms / reps, t.runs * reps)
+
+
 def copy_bandwidth(device: str | torch.device = "cpu", nbytes: int | None = None) -> float:
     """Achievable memory bandwidth in bytes/s: a large device-to-device copy, bytes read plus bytes written."""
     device = torch.device(device)

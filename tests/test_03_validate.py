@@ -625,6 +625,20 @@ def test_timer_cuda_takes_the_median_of_exactly_the_timed_calls(stopwatch, gpu_s
 
 
 @pytest.mark.cuda
+def test_bench_graph_times_the_gpu_not_the_host(gpu_sleep):
+    """A call that spends 2 ms on the host and queues 0.2 ms of GPU work: bench() sees the host's
+    2 ms, bench_graph() the GPU's 0.2 ms (the host code runs at capture only)."""
+    def call():
+        time.sleep(0.002)
+        gpu_sleep(0.2)
+
+    host = timing.bench(call, "cuda", min_run_time=0.1)
+    gpu = timing.bench_graph(call, reps=5, min_run_time=0.1)
+    assert host.median_ms >= 1.9, f"bench() of 2 ms of host work per call gave {host.median_ms:.3g} ms"
+    assert 0.15 <= gpu.median_ms < 0.4, f"bench_graph() of 0.2 ms of GPU work per call gave {gpu.median_ms:.3g} ms"
+
+
+@pytest.mark.cuda
 def test_time_once_wrong_sees_only_the_launch(stopwatch, gpu_sleep):
     torch.cuda.synchronize()
     wrong = stopwatch.time_once_wrong(lambda: gpu_sleep(20))

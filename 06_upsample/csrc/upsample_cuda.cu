@@ -502,6 +502,30 @@ __device__ __forceinline__ void gather_planes(const scalar_t* __restrict__ grad_
   // END SOLUTION
 }
 
+// The gather's stores. grad_in is written once and not read again by the
+// kernel, so its stores are streaming (st.global.cs, evict first), as the
+// forward's are: L2 keeps the grad_out rows that neighbouring threads still
+// read. The channels-last gather with channel packs (kPack) writes its N
+// channels as one 16-byte store; before, they were N scalar stores. One A/B run
+// on the H100 (CUDA-graph replays of the kernel op, float32 unless named, ms):
+//   channels-last x0.5 bfloat16 (8, 64, 256, 256) 0.0735 -> 0.0387 (38% -> 72%:
+//     eight 2-byte stores per pixel were the cost), x0.5 float32 0.0708 -> 0.0687,
+//     x2 float32 0.268 -> 0.264, x2 bfloat16 0.200 -> 0.195;
+//   NCHW (streaming stores only): x0.5 0.0731 -> 0.0724, x0.75 0.0276 -> 0.0260,
+//     x2, x4 and RGB 1080p level, bfloat16 x2 level (0.176-0.182 both).
+// The pack's address is a multiple of 16 bytes: the host checks grad_in's start
+// (a fresh allocation) and the thread's first channel is a multiple of N.
+template <typename scalar_t>
+__device__ __forceinline__ void store_streaming(scalar_t* p, scalar_t v) {
+  if constexpr (sizeof(scalar_t) == 2) {  // float16, bfloat16: __stcs takes their bits
+    unsigned short bits;
+    memcpy(&bits, &v, sizeof(bits));
+    __stcs(reinterpret_cast<unsigned short*>(p), bits);
+  } else {
+    __stcs(p, v);
+  }
+}
+
 // grad_in[h, w] of N planes (grad_in points at the first; the same element of
 // plane k is k * plane_in further): the whole window, K columns at a time, in
 // opmath_t, and one rounding at the store. This thread is the only one that
@@ -522,9 +546,21 @@ __device__ __forceinline__ void gather_pixel(const scalar_t* __restrict__ grad_o
     gather_planes<N, K, V, kPack>(grad_out, plane_out, step, h, rows, cols.out, column_window<T, K, V>(cols, w, d),
                                   acc);
   }
+  // One rounding, at the end, and a streaming store (see store_streaming). With
+  // channel packs the N values are neighbours: one 16-byte store.
+  if constexpr (kPack) {
+    Pack<scalar_t, N> r;
 #pragma unroll
-  for (int k = 0; k < N; ++k) {
-    grad_in[k * plane_in] = static_cast<scalar_t>(acc[k]);  // one rounding, at the end
+    for (int k = 0; k < N; ++k) {
+      r.v[k] = static_cast<scalar_t>(acc[k]);
+    }
+    static_assert(sizeof(r) == 16, "a channel pack is 16 bytes");
+    __stcs(reinterpret_cast<float4*>(grad_in), reinterpret_cast<const float4&>(r));
+  } else {
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      store_streaming(grad_in + k * plane_in, static_cast<scalar_t>(acc[k]));
+    }
   }
 }
 
@@ -557,7 +593,14 @@ constexpr int kGatherPlanes = sizeof(scalar_t) == 2 ? 16 : 8;
 // every case: RGB 1080p 0.074 -> 0.068 -> 0.066 ms (56% -> 63%); with 8 or 16
 // planes 4 rows were slower (x4 0.717 -> 0.784 ms, bfloat16 0.174 -> 0.185) and
 // 2 rows mixed (x2 0.264 -> 0.258, x4 0.717 -> 0.736), so they keep 1.
-constexpr int gather_rows_per_thread(int planes_per_thread) { return planes_per_thread < 8 ? 4 : 1; }
+// A window of at most 2 columns (kw == 2: a downsampling, or a resize by at
+// most x1) is also too little work for one row: such a thread takes 4 rows too.
+// One A/B run on the H100 (CUDA-graph replays, ms), 1 -> 4 rows: x0.5 float32
+// 0.0731 -> 0.0720, bfloat16 0.0471 -> 0.0468, x0.75 0.0276 -> 0.0270; 8 rows were
+// slower at x0.5 (0.0736).
+constexpr int gather_rows_per_thread(int planes_per_thread, int window) {
+  return planes_per_thread < 8 || window == 2 ? 4 : 1;
+}
 
 // Both gather kernels ask for 4 blocks of 256 threads per SM, which caps them
 // at 64 registers (the column-pack launch asks for 3: kColumnPackMinBlocks, below).
@@ -896,7 +939,9 @@ void upsample_backward_cuda(const torch::stable::Tensor& grad_out, torch::stable
         // it, else 4, 3 or 2 when they divide C (an RGB pixel's 3 channels
         // share one thread's plan lookups and weights), else 1.
         const int64_t C = g.channels, n_rows = g.planes / C * g.H_in;
-        const bool aligned = reinterpret_cast<uintptr_t>(grad_out.const_data_ptr()) % 16 == 0;
+        // Channel packs: 16-byte loads of grad_out and 16-byte stores to grad_in.
+        const bool aligned = reinterpret_cast<uintptr_t>(grad_out.const_data_ptr()) % 16 == 0 &&
+                             reinterpret_cast<uintptr_t>(grad_in.const_data_ptr()) % 16 == 0;
         auto launch = [&](auto channels_tag) {
           constexpr int NC = decltype(channels_tag)::value;
           const Launch l = launch_rows(g.W_in * (C / NC), (n_rows + kNhwcRows - 1) / kNhwcRows);
@@ -923,8 +968,8 @@ void upsample_backward_cuda(const torch::stable::Tensor& grad_out, torch::stable
       // has 3): a remainder is summed one plane at a time.
       auto launch = [&](auto planes_tag) {
         constexpr int kPlanes = decltype(planes_tag)::value;
-        constexpr int kRowsPer = gather_rows_per_thread(kPlanes);
-        const Launch l = launch_for(g.W_in, (g.H_in + kRowsPer - 1) / kRowsPer, g.planes, kPlanes, kGatherWidth);
+        const int rows_per = gather_rows_per_thread(kPlanes, kw);
+        const Launch l = launch_for(g.W_in, (g.H_in + rows_per - 1) / rows_per, g.planes, kPlanes, kGatherWidth);
         // Column packs: float32 with a window of more than 6 columns (upsampling by more
         // than 3), rows of whole packs, an aligned grad_out.
         if constexpr (std::is_same_v<scalar_t, float>) {
