@@ -47,6 +47,19 @@ def test_every_exercise_is_graded(chapter):
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
+def test_every_variant_applies(chapter):
+    """Each wrong solution in tests/variants/ finds its text exactly once in the chapter's file. The
+    self-check applies them (on a GPU for the CUDA ones); checked here, on every machine, a variant
+    whose text a later edit of the chapter removed fails at once instead of on the next GPU run."""
+    stale = []
+    for v in selfcheck.variants(chapter):
+        count = (chapter.path / v.file).read_text().count(v.old)
+        if count != 1:
+            stale.append(f"{v.name}: its text is in {v.file} {count} times")
+    assert not stale, "variants to update: " + "; ".join(stale)
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
 def test_lesson_does_not_print_the_solution(chapter):
     """No line of a solution (code, 25 characters or more) appears in the chapter's README."""
     readme = (chapter.path / "README.md").read_text()

@@ -236,8 +236,9 @@ VARIANTS = [
             "csrc/upsample_cuda.cu", "    kernel<<<l.grid, l.block, 0, stream>>>(\n        x.const_data_ptr<scalar_t>()",
             "    kernel<<<l.grid, l.block>>>(\n        x.const_data_ptr<scalar_t>()", cuda_only=True),
     Variant("cuda-gather-default-stream", "launches the CUDA gather backward on the legacy default stream",
-            "csrc/upsample_cuda.cu", "gather_kernel<scalar_t, kPlanes, decltype(k_tag)::value><<<l.grid, l.block, 0, stream>>>(",
-            "gather_kernel<scalar_t, kPlanes, decltype(k_tag)::value><<<l.grid, l.block>>>(", cuda_only=True),
+            "csrc/upsample_cuda.cu",
+            "gather_kernel<scalar_t, kPlanes, decltype(k_tag)::value, 1><<<l.grid, l.block, 0, stream>>>(",
+            "gather_kernel<scalar_t, kPlanes, decltype(k_tag)::value, 1><<<l.grid, l.block>>>(", cuda_only=True),
     Variant("cuda-nhwc-gather-rows-cross-images", "the channels-last gather's thread walks its rows without "
             "moving to the next image at the last row of one (h runs past H_in)",
             "csrc/upsample_cuda.cu", "      if (++h == rows_plan.in) {\n        h = 0;\n        ++n;\n      }",
