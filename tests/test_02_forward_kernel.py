@@ -158,6 +158,47 @@ def test_forward_cuda(ext, device, dtype, N, F):
     check_forward(ext, "cuda", dtype, N, F)
 
 
+def check_nonfinite(ext, device, dtype):
+    """NaN and inf in feats reach the output as the formula sends them: every corner adds
+    weight * feature, and 0 * NaN and 0 * inf are NaN. Points at the 8 corners (one weight 1, seven
+    exactly 0): feature 0 holds a NaN and feature 1 an inf at a corner of weight 0, feature 2 a -inf
+    at the point's own corner. A kernel that skips the corners of weight 0 turns the first two into
+    numbers; one that clamps or tests for finiteness changes the third."""
+    feats = inputs(8, 5, "cpu", dtype)[0]
+    for k in range(8):
+        feats[k, (k + 1) % 8, 0] = float("nan")
+        feats[k, (k + 3) % 8, 1] = float("inf")
+        feats[k, k, 2] = -float("inf")
+    points = torch.tensor([[(k >> 2) & 1, (k >> 1) & 1, k & 1] for k in range(8)], dtype=dtype) * 2 - 1
+    feats, points = feats.to(device), points.to(device)
+    with poisoned_empty():
+        out = ext.forward(feats, points)
+    ref = reference(feats, points)
+    nan_wrong = (out.double().cpu().isnan() != ref.isnan()).nonzero().tolist()
+    assert not nan_wrong, (f"NaN where the formula has none or none where it has one, at (point, feature) "
+                           f"{nan_wrong[:6]}: a corner of weight 0 still adds 0 * feature, and 0 * NaN and "
+                           f"0 * inf are NaN (does the kernel skip corners whose weight is 0?)")
+    torch.testing.assert_close(out.double().cpu(), ref, rtol=0, atol=0, equal_nan=True,
+                               msg=lambda m: f"points at the corners, with NaN and inf in feats: {m}")
+
+
+@pytest.mark.exercise("cpu-kernel")
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16, torch.bfloat16],
+                         ids=["float64", "float32", "float16", "bfloat16"])
+def test_forward_cpu_nan_and_inf(ext, dtype):
+    check_nonfinite(ext, "cpu", dtype)
+
+
+@pytest.mark.cuda
+@pytest.mark.exercise("cuda-kernel")
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16, torch.bfloat16],
+                         ids=["float64", "float32", "float16", "bfloat16"])
+def test_forward_cuda_nan_and_inf(ext, device, dtype):
+    if device != "cuda":
+        pytest.skip("the CUDA kernel's test")
+    check_nonfinite(ext, "cuda", dtype)
+
+
 @pytest.mark.cuda
 @pytest.mark.exercise("cuda-kernel")
 @pytest.mark.parametrize("dtype", LOW, ids=["float16", "bfloat16"])
@@ -334,6 +375,41 @@ def test_bad_inputs(ext, device, case):
     feats, points, message = _bad(device)[case]
     with expect_error("trilinear: " + message, what=f"forward with {case}"):
         ext.forward(feats, points)
+
+
+ACCEPTED = (torch.float64, torch.float32, torch.float16, torch.bfloat16)
+OTHER_DTYPES = sorted({d for d in vars(torch).values() if isinstance(d, torch.dtype)} - set(ACCEPTED), key=str)
+
+
+@pytest.mark.exercise("checks")
+def test_every_other_dtype_is_refused(ext, device):
+    """Not only the dtypes in the table above: every dtype this torch has besides the four (complex,
+    integer, unsigned, float8, float4, ...) is refused with the message, for feats and points alike.
+    A check written as "floating, minus float8" lets float4_e2m1fn_x2 through."""
+    refused, made = [], 0
+    for dtype in OTHER_DTYPES:
+        try:
+            feats = torch.empty(4, 8, 5, dtype=dtype, device=device)
+            points = torch.empty(4, 3, dtype=dtype, device=device)
+        except Exception:  # noqa: BLE001  (quantized and bit types need more than torch.empty)
+            continue
+        made += 1
+        try:
+            ext.forward(feats, points)
+        except RuntimeError as e:
+            if "trilinear: feats must be float64, float32, float16 or bfloat16, got " in str(e):
+                refused.append(dtype)
+                continue
+            pytest.fail(f"forward with feats and points of {dtype}: the error should be the dtype check's "
+                        f"('trilinear: feats must be float64, float32, float16 or bfloat16, got ...'), got: "
+                        f"{str(e).splitlines()[0]}")
+        except Exception as e:  # noqa: BLE001
+            pytest.fail(f"forward with feats and points of {dtype}: expected the dtype check's RuntimeError, got "
+                        f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+        else:
+            pytest.fail(f"forward accepted feats and points of {dtype}: only float64, float32, float16 and "
+                        f"bfloat16 may pass the checks")
+    assert made >= 10 and len(refused) == made
 
 
 @pytest.mark.cuda

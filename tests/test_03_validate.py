@@ -196,6 +196,25 @@ def test_reference_keeps_dtype_and_device(reference, device, dtype):
 
 
 @pytest.mark.exercise("reference")
+@pytest.mark.parametrize("N, F", [(1, 5), (4, 1), (1, 1), (0, 3), (3, 0)])
+def test_reference_one_and_zero_sizes(reference, N, F):
+    """N or F of 1 (or 0) keeps the (N, F) shape: no squeeze() that drops a dimension of size 1."""
+    feats, points = inputs(N, F, dtype=torch.float64)
+    check(reference.trilinear(feats, points), feats, points, f"reference with N = {N}, F = {F}")
+
+
+@pytest.mark.exercise("reference")
+@pytest.mark.parametrize("dtype", DTYPES, ids=name_of)
+def test_reference_weights_keep_the_dtype_of_points(reference, device, dtype):
+    """corner_weights returns its (N, 8) weights in the dtype (and on the device) of points, as the
+    README says; trilinear is the one that picks the compute type, and converts points before."""
+    points = (torch.rand(20, 3, dtype=torch.float64) * 2 - 1).to(device, dtype)
+    w = reference.corner_weights(points)
+    assert w.shape == (20, 8) and w.dtype == dtype and w.device == points.device, (
+        f"corner_weights of {name_of(dtype)} points on {points.device}: {tuple(w.shape)} {w.dtype} on {w.device}")
+
+
+@pytest.mark.exercise("reference")
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_reference_any_layout(reference, layout):
     feats, points = layouts(40, 12, "cpu", torch.float64)[layout]
@@ -548,6 +567,18 @@ def test_timer_median_of_an_even_count_and_fractions(stopwatch, clock):
 
 
 @pytest.mark.exercise("median-timer")
+def test_timer_keeps_full_precision_and_returns_a_float(stopwatch, clock):
+    """Calls of 1.234 µs (a small kernel launch, a tiny op): the timer returns 0.001234 ms as a
+    Python float, not 0 (times rounded to whole milliseconds, to 10 µs or to microseconds) and not a
+    tensor or an array (bench.py writes the result to JSON)."""
+    ms = timed(stopwatch, Script([0.001234], clock.advance), "cpu", 1, 5)
+    assert isinstance(ms, float) and not isinstance(ms, bool), (
+        f"the timer returned a {type(ms).__module__}.{type(ms).__name__}; it should return a float (ms)")
+    assert ms == pytest.approx(0.001234, rel=1e-3), (
+        f"calls of 1.234 µs gave {ms:.6g} ms: keep the clock's full precision (no rounding of the times)")
+
+
+@pytest.mark.exercise("median-timer")
 def test_timer_ignores_outliers(stopwatch, clock):
     """One call in three is slow (another process, a page fault...): the median does not move, a mean does."""
     ms = timed(stopwatch, Script([60, 1, 1] * 3, clock.advance), "cpu", 0, 9)
@@ -579,9 +610,12 @@ def gpu_sleep():
 
 @pytest.mark.cuda
 @pytest.mark.exercise("median-timer")
-@pytest.mark.parametrize("as_device", [False, True], ids=["str", "torch.device"])
-def test_timer_cuda_waits_for_the_gpu(stopwatch, gpu_sleep, as_device):
-    device = torch.device("cuda") if as_device else "cuda"
+@pytest.mark.parametrize("spelling", ["cuda", "torch.device(cuda)", "cuda:N", "torch.device(cuda:N)"])
+def test_timer_cuda_waits_for_the_gpu(stopwatch, gpu_sleep, spelling):
+    """Every way of naming the GPU: "cuda", "cuda:0", torch.device(...): all are CUDA devices
+    (torch.device(device).type), not only the string "cuda"."""
+    name = "cuda" if "N" not in spelling else f"cuda:{torch.cuda.current_device()}"
+    device = torch.device(name) if spelling.startswith("torch.device") else name
     ms = timed(stopwatch, Script([8], gpu_sleep), device, 1, 5)
     torch.cuda.synchronize()
     assert 6.5 <= ms < 10, (f"timing 8 ms of GPU work gave {ms:.3g} ms: the events must bracket each call on the "

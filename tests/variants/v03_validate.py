@@ -42,6 +42,13 @@ VARIANTS = [
             "out = (weights[:, :, None].to(feats.dtype) * feats).to(compute).sum(dim=1)"),
     Variant("reference-float32-coordinates", "maps the points to [0, 1] in float32 whatever their dtype",
             "reference.py", "uvw = (points + 1) / 2  # (N, 3)", "uvw = (points.float() + 1) / 2  # (N, 3)"),
+    Variant("reference-bmm-squeeze", "a batched matmul, then squeeze(): N = 1 or F = 1 loses a dimension",
+            "reference.py", "out = (weights[:, :, None] * feats.to(compute)).sum(dim=1)",
+            "out = torch.bmm(weights[:, None, :], feats.to(compute)).squeeze()"),
+    Variant("reference-weights-promoted", "corner_weights promotes half-type points to float32 itself: its weights "
+            "come back in float32, not in the dtype of points",
+            "reference.py", "uvw = (points + 1) / 2  # (N, 3)",
+            "uvw = (points.to(torch.promote_types(points.dtype, torch.float32)) + 1) / 2  # (N, 3)"),
     # ---- timer: the statistic and the number of calls
     Variant("timer-mean", "averages the timed calls instead of taking the median",
             "stopwatch.py", "return statistics.median(times)", "return statistics.mean(times)"),
@@ -56,6 +63,15 @@ VARIANTS = [
             "            start = time.perf_counter()\n            fn()\n            times.append((time.perf_counter() - start) * 1e3)",
             "            start = time.perf_counter_ns()\n            fn()\n"
             "            times.append((time.perf_counter_ns() - start) // 1_000_000)"),
+    Variant("timer-rounds-to-10us", "each time rounded to 2 decimals of a millisecond: calls under 5 µs read 0",
+            "stopwatch.py", "            times.append((time.perf_counter() - start) * 1e3)",
+            "            times.append(round((time.perf_counter() - start) * 1e3, 2))"),
+    Variant("timer-returns-tensor", "the median by torch.quantile: a 0-dim float32 tensor, not a float",
+            "stopwatch.py", "    return statistics.median(times)", "    return torch.tensor(times).quantile(0.5)"),
+    Variant("timer-cuda-by-name", "GPU or CPU decided by the string \"cuda\": \"cuda:0\" and torch.device(\"cuda:0\") "
+            "are timed with perf_counter and no synchronisation",
+            "stopwatch.py", "    cuda = torch.device(device).type == \"cuda\"", "    cuda = str(device) == \"cuda\"",
+            cuda_only=True),
     Variant("timer-no-warmup", "skips the warm-up calls",
             "stopwatch.py", "    for _ in range(warmup):  # first calls", "    for _ in range(0):  # first calls"),
     Variant("timer-one-call-too-few", "times reps - 1 calls",
