@@ -275,6 +275,21 @@ def test_weight_grad_each_corner(ext, ref, device, corner):
 
 
 @pytest.mark.exercise("weight-grad")
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["float64", "float32"])
+def test_weight_grad_on_the_lattice(ext, ref, device, dtype):
+    """Points on the lattice {-2, -1, -0.5, 0, 0.5, 1, 2}^3: the centre, faces, edges and corners of
+    the cube (weights exactly 0 or 1; at x = 0, u = 1/2 = 1 - u) and points beyond it. A sign or
+    factor chosen by comparing values instead of by the corner's bits, or a derivative written as
+    the weight divided by a factor, goes wrong exactly there."""
+    values = torch.tensor([-2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0], dtype=torch.float64)
+    points = torch.cartesian_prod(values, values, values).to(device, dtype)
+    N = points.shape[0]
+    grad_out = torch.randn(N, 6, dtype=torch.float64).to(device, dtype)
+    feats = torch.randn(N, 8, 6, dtype=torch.float64).to(device, dtype)
+    check_backward(ext, ref, grad_out, feats, points, need_feats=False, what=" (points on the lattice)")
+
+
+@pytest.mark.exercise("weight-grad")
 @pytest.mark.parametrize("dtype", LOW, ids=LOW_IDS)
 def test_weight_grad_rounds_once(ext, ref, device, dtype):
     check_backward(ext, ref, *inputs(200, 64, device, dtype), need_feats=False)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
+import re
+
 import pytest
 import torch
 import torch.nn.functional as Fn
@@ -540,6 +543,67 @@ def test_fake_refuses_what_eager_refuses(op, name, case, make, message, cuda):
             getattr(torch.ops.ch05, name)(*args)
 
 
+# Inputs with two things wrong: the fake must report the same one as the C++ op (its checks in the
+# same order), or a traced program fails with another message than the eager one.
+_TWO_FAULTS = {
+    "trilinear": {
+        "feats-shape": lambda a: a.update(feats=a["feats"][:, :7]),
+        "points-shape": lambda a: a.update(points=a["points"][:, :2]),
+        "feats-dtype": lambda a: a.update(feats=a["feats"].int()),
+        "points-dtype": lambda a: a.update(points=a["points"].double()),
+        "points-device": lambda a: a.update(points=a["points"].to("meta")),
+    },
+    "trilinear_backward": {
+        "grad_out-shape": lambda a: a.update(grad_out=a["grad_out"][:, :, None]),
+        "points-shape": lambda a: a.update(points=a["points"][:, :2]),
+        "feats-shape": lambda a: a.update(feats=a["feats"][:, :7]),
+        "feats-missing": lambda a: a.update(feats=None),
+        "grad_out-dtype": lambda a: a.update(grad_out=a["grad_out"].int()),
+        "points-dtype": lambda a: a.update(points=a["points"].double()),
+        "feats-dtype": lambda a: a.update(feats=a["feats"].double()),
+        "points-device": lambda a: a.update(points=a["points"].to("meta")),
+    },
+}
+TWO_FAULTS = [(op, a, b) for op, faults in _TWO_FAULTS.items() for a, b in itertools.combinations(faults, 2)
+              if not ({a, b} & {"feats-missing"} and {a, b} & {"feats-shape", "feats-dtype"})]
+
+
+def _first_error(fn, args) -> str | None:
+    """The first line of the RuntimeError fn(*args) raises, without its details (", got ..." and a
+    dtype in brackets), which the C++ op and the fake print differently (Int, torch.int32)."""
+    try:
+        fn(*args)
+    except RuntimeError as e:
+        return re.sub(r"\((?:torch\.)?\w+\)", "(dtype)", str(e).splitlines()[0].split(", got")[0])
+    return None
+
+
+@pytest.mark.exercise("fake-impl")
+@pytest.mark.parametrize("name, first, second", TWO_FAULTS, ids=[f"{n}-{a}+{b}" for n, a, b in TWO_FAULTS])
+def test_fake_reports_what_eager_reports_first(op, name, first, second):
+    """Two things wrong at once: the fake (under FakeTensorMode, and on meta tensors) must raise the
+    C++ op's error, the first check that fails in the C++ order (README: the same checks in the
+    same order)."""
+    args = {"trilinear": dict(feats=torch.randn(4, 8, 5), points=torch.rand(4, 3) * 2 - 1),
+            "trilinear_backward": dict(grad_out=torch.randn(4, 5), feats=torch.randn(4, 8, 5),
+                                       points=torch.rand(4, 3) * 2 - 1)}[name]
+    for fault in (first, second):
+        _TWO_FAULTS[name][fault](args)
+    order = ("feats", "points") if name == "trilinear" else ("grad_out", "feats", "points")
+    flags = () if name == "trilinear" else (True, True)
+    fn = getattr(torch.ops.ch05, name)
+    eager = _first_error(fn, (*[args[k] for k in order], *flags))
+    assert eager is not None, f"the C++ op accepted {name} with {first} and {second}"
+    with FakeTensorMode() as mode:
+        fake = _first_error(fn, (*[None if args[k] is None else mode.from_tensor(args[k]) for k in order], *flags))
+    assert fake == eager, (f"{name} with {first} and {second}: the C++ op raises \"{eager}, ...\", the fake "
+                           f"\"{fake}, ...\": the fake must run the same checks in the same order")
+    if "device" not in first + second:
+        meta = _first_error(fn, (*[None if args[k] is None else args[k].to("meta") for k in order], *flags))
+        assert meta == eager, (f"{name} on meta tensors with {first} and {second}: \"{meta}, ...\", the C++ op "
+                               f"raises \"{eager}, ...\"")
+
+
 FAKE_CASES = [  # (id, N, F, need_feats, need_points, feats given)
     ("N=11 F=5", 11, 5, True, True, True), ("N=0", 0, 5, True, True, True), ("F=0", 3, 0, True, True, True),
     ("feats only", 11, 5, True, False, True), ("feats only, feats None", 11, 5, True, False, False),
@@ -1044,6 +1108,29 @@ def test_cell_lookup_at_boundaries(grid_module):
     assert index.shape == (3, 8) and torch.equal(index.cpu().long(), expect_index), (
         f"vertex indices {index.tolist()}, expected {expect_index.tolist()}")
     assert_f64(local, expect_local, "local coordinates", rtol=1e-12)
+
+
+@pytest.mark.exercise("grid-lookup")
+@pytest.mark.parametrize("R", [300, 2000])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["float64", "float32"])
+def test_cell_lookup_large_resolution(grid_module, dtype, R):
+    """Fine grids: from R = 256 on, (R+1)^3 > 2^24, so a flat index computed in float32 is rounded;
+    at R = 2000 it passes 2^31 (8e9 vertices), so int32 overflows. The indices must be exact int64,
+    from the cell that the contract's arithmetic (float32 for float32 points) gives."""
+    points = torch.cat([(torch.rand(2000, 3, dtype=torch.float64) * 2 - 1),
+                        torch.tensor([[1.0, 1.0, 1.0], [-1.0, -1.0, -1.0], [1.0, 0.999, -0.999]],
+                                     dtype=torch.float64)]).to(dtype)
+    index, _ = grid_module.cell_lookup(points, R)
+    s = (points + 1) * (0.5 * R)  # the contract's arithmetic, in the points' type
+    cell = s.floor().clamp(0, R - 1).long()
+    corners = torch.tensor([[(k >> 2) & 1, (k >> 1) & 1, k & 1] for k in range(8)])
+    vertex = cell[:, None, :] + corners
+    expect = (vertex[..., 0] * (R + 1) + vertex[..., 1]) * (R + 1) + vertex[..., 2]
+    wrong = (index.cpu().long() != expect).any(dim=1).nonzero().flatten().tolist()
+    assert index.dtype == torch.int64 and not wrong, (
+        f"R = {R}, {dtype} points: {len(wrong)} of {len(points)} points get wrong vertex indices, e.g. point "
+        f"{points[wrong[0]].tolist() if wrong else ''}: {index[wrong[0]].tolist() if wrong else ''}, expected "
+        f"{expect[wrong[0]].tolist() if wrong else ''} (index arithmetic in floating point or in 32 bits?)")
 
 
 @pytest.mark.exercise("grid-lookup")

@@ -107,6 +107,8 @@ def axis_matrix(n_in: int, n_out: int, mode: str, scale: float | None = None,
 
 
 def matrices(in_hw, out_hw, mode, scales=(None, None), coord=torch.float64, device="cpu"):
+    if tuple(in_hw) == tuple(out_hw):  # no axis changes size: a copy, whatever the scales (PyTorch's rule)
+        scales = (None, None)
     mh = axis_matrix(in_hw[0], out_hw[0], mode, scales[0], coord).to(device)
     mw = axis_matrix(in_hw[1], out_hw[1], mode, scales[1], coord).to(device)
     return mh, mw
@@ -317,6 +319,27 @@ def test_op_scales(up, device, mode, dtype):
         if dtype == torch.float64 and mode in TORCH_MODES:
             ref = torch.ops.aten.upsample_bilinear2d(x, list(size), TORCH_MODES[mode], *scales)
             assert_close64(out, ref, f"{mode}, size {size}, scales {scales} vs aten.upsample_bilinear2d")
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["float64", "float32"])
+def test_same_size_is_a_copy_whatever_the_scale(up, device, dtype):
+    """F.interpolate(x, scale_factor=1.1) on a 7 x 7 image keeps 7 x 7 pixels, and PyTorch (CPU and CUDA)
+    then copies them, whatever the factor says; so do our forward and gather backward. (With one axis
+    resized and the other not, PyTorch's CPU kernel copies that axis and its CUDA kernel applies the
+    factor; ours applies it, as the CUDA kernel does.)"""
+    x = torch.randn(2, 3, 7, 9, device=device, dtype=dtype)
+    for scales in [(1.1, 1.1), (1.12, 1.05), (None, 1.1)]:
+        for mode in MODES:
+            with poisoned_empty():
+                out = op(x, [7, 9], mode, *scales)
+            assert torch.equal(out, x), f"{mode}, size unchanged, scales {scales}: not a copy of x"
+            for method in ("gather", "scatter") if device == "cuda" else ("gather",):
+                with poisoned_empty():
+                    grad_in = bw(x, [7, 9], mode, method, *scales)
+                assert torch.equal(grad_in, x), f"{mode}, {method}, size unchanged, scales {scales}: not a copy"
+        if dtype == torch.float64 and scales[0] is not None:
+            ref = Fn.interpolate(x, scale_factor=scales, mode="bilinear", align_corners=False)
+            assert torch.equal(ref, x) and torch.equal(up.upsample_bilinear(x, scale_factor=scales), x)
 
 
 @pytest.mark.exercise("source-coordinate")

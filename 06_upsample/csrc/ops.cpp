@@ -132,6 +132,13 @@ Tensor upsample_forward_kernel(const Tensor& x_in, std::vector<int64_t> size, st
   if (out.numel() == 0) {
     return out;  // N = 0 or C = 0: nothing to compute, no kernel to launch
   }
+  if (size[0] == x.size(2) && size[1] == x.size(3)) {
+    // Neither axis changes size: a copy, whatever the scale factors say. PyTorch (CPU and
+    // CUDA) takes this shortcut before it looks at a scale; with half_pixel and a factor
+    // in (1, (in + 1) / in), the formula would shift the pixels instead (§1).
+    torch::stable::copy_(out, x);
+    return out;
+  }
   ResizeGeometry g = geometry(x.size(0) * x.size(1), x.size(2), x.size(3), size[0], size[1], mode, scale_h, scale_w);
   g.channels = x.size(1);
   g.channels_last = nhwc;
@@ -166,6 +173,10 @@ Tensor upsample_backward_kernel(const Tensor& grad_out_in, std::vector<int64_t> 
   Tensor grad_in = nhwc ? new_empty_channels_last(grad_out, N, C, input_size[0], input_size[1])
                         : torch::stable::new_empty(grad_out, {N, C, input_size[0], input_size[1]});
   if (grad_in.numel() == 0) {
+    return grad_in;
+  }
+  if (input_size[0] == grad_out.size(2) && input_size[1] == grad_out.size(3)) {
+    torch::stable::copy_(grad_in, grad_out);  // the forward was a copy: so is its transpose
     return grad_in;
   }
   ResizeGeometry g = geometry(N * C, input_size[0], input_size[1], grad_out.size(2), grad_out.size(3), mode,

@@ -78,6 +78,13 @@ VARIANTS = [
             "csrc/gelu_cuda.cu", "for (int64_t i = packs * VEC + first; i < numel; i += stride) {",
             "for (int64_t i = packs * VEC + first; i < packs * VEC; i += stride) {", cuda_only=True),
     # ------------------------------------------------------------------ weight-grad (csrc/trilinear.h)
+    Variant("weight-grad-sign-by-value", "picks the sign by comparing the factor with u (wx == u) instead of "
+            "testing the corner's bit: at x = 0, u = 1 - u and every -1 becomes +1",
+            "csrc/trilinear.h",
+            "  const T sx = (k >> 2) & 1 ? T(1) : T(-1);\n  const T sy = (k >> 1) & 1 ? T(1) : T(-1);\n"
+            "  const T sz = k & 1 ? T(1) : T(-1);",
+            "  const T sx = wx == u ? T(1) : T(-1);\n  const T sy = wy == v ? T(1) : T(-1);\n"
+            "  const T sz = wz == w ? T(1) : T(-1);"),
     Variant("points-grad-sign", "the derivative of (1 - u) taken as +1",
             "csrc/trilinear.h", "const T sx = (k >> 2) & 1 ? T(1) : T(-1);", "const T sx = T(1);"),
     Variant("weight-grad-sign-swapped", "the signs along z the wrong way round",

@@ -263,4 +263,36 @@ VARIANTS = [
     Variant("grid-index-int32", "returns the vertex indices as int32, not int64",
             MOD, "index = (vertex[..., 0] * (R + 1) + vertex[..., 1]) * (R + 1) + vertex[..., 2]",
             "index = ((vertex[..., 0] * (R + 1) + vertex[..., 1]) * (R + 1) + vertex[..., 2]).int()"),
+    Variant("grid-index-in-float", "keeps the cell and the flat index in the coordinate type and converts to long "
+            "at the end: float32 index arithmetic is exact only below 2^24, (R+1)^3 > 2^24 from R = 256",
+            MOD,
+            '    cell = s.detach().floor().clamp_(0, R - 1).long()\n'
+            '    local = (s - cell) * 2 - 1  # [0, 1] within the cell -> [-1, 1]; differentiable in points\n'
+            '    vertex = cell[:, None, :] + CORNERS.to(points.device)  # (N, 8, 3)\n'
+            '    index = (vertex[..., 0] * (R + 1) + vertex[..., 1]) * (R + 1) + vertex[..., 2]\n',
+            '    cell = s.detach().floor().clamp_(0, R - 1)\n'
+            '    local = (s - cell) * 2 - 1  # [0, 1] within the cell -> [-1, 1]; differentiable in points\n'
+            '    vertex = cell[:, None, :] + CORNERS.to(points.device)  # (N, 8, 3)\n'
+            '    index = ((vertex[..., 0] * (R + 1) + vertex[..., 1]) * (R + 1) + vertex[..., 2]).long()\n'),
+    Variant("fake-forward-dtype-checks-first", "the fake forward checks the dtypes before the shapes: an input wrong "
+            "in both gets another error under torch.compile than in eager",
+            OP,
+            '    torch._check(feats.dim() == 3 and feats.shape[1] == 8,\n'
+            '                 lambda: f"trilinear: feats must have shape (N, 8, F), got {list(feats.shape)}")\n'
+            '    torch._check(points.dim() == 2 and points.shape[0] == feats.shape[0] and points.shape[1] == 3,\n'
+            '                 lambda: f"trilinear: points must have shape (N, 3) with N = {feats.shape[0]} as feats, "\n'
+            '                         f"got {list(points.shape)}")\n'
+            '    torch._check(feats.dtype in DTYPES,\n'
+            '                 lambda: f"trilinear: feats must be float64, float32, float16 or bfloat16, got {feats.dtype}")\n'
+            '    torch._check(points.dtype == feats.dtype,\n'
+            '                 lambda: f"trilinear: points must have the dtype of feats ({feats.dtype}), got {points.dtype}")\n',
+            '    torch._check(feats.dtype in DTYPES,\n'
+            '                 lambda: f"trilinear: feats must be float64, float32, float16 or bfloat16, got {feats.dtype}")\n'
+            '    torch._check(points.dtype == feats.dtype,\n'
+            '                 lambda: f"trilinear: points must have the dtype of feats ({feats.dtype}), got {points.dtype}")\n'
+            '    torch._check(feats.dim() == 3 and feats.shape[1] == 8,\n'
+            '                 lambda: f"trilinear: feats must have shape (N, 8, F), got {list(feats.shape)}")\n'
+            '    torch._check(points.dim() == 2 and points.shape[0] == feats.shape[0] and points.shape[1] == 3,\n'
+            '                 lambda: f"trilinear: points must have shape (N, 3) with N = {feats.shape[0]} as feats, "\n'
+            '                         f"got {list(points.shape)}")\n'),
 ]
