@@ -343,6 +343,22 @@ def test_same_size_is_a_copy_whatever_the_scale(up, device, dtype):
 
 
 @pytest.mark.exercise("source-coordinate")
+@pytest.mark.parametrize("mode", MODES)
+def test_one_axis_keeps_its_size_with_a_scale(up, device, mode):
+    """H keeps its 7 pixels with a scale of 1.1 while W is resized: along H the ratio is still
+    1 / 1.1 (half_pixel, tf_legacy), as PyTorch's CUDA kernel computes it; only an output of the
+    input's size in both axes is a plain copy. (PyTorch's CPU kernel copies that axis instead.)"""
+    x = torch.randn(2, 3, 7, 9, device=device, dtype=torch.float64)
+    for size, scales in [((7, 15), (1.1, 1.75)), ((11, 9), (1.7, 1.05))]:
+        with poisoned_empty():
+            out = op(x, list(size), mode, *scales)
+        check(out, ref_forward(x, size, mode, scales), f"{mode}, size {size} from (7, 9), scales {scales}")
+        if device == "cuda" and mode in TORCH_MODES:
+            ref = torch.ops.aten.upsample_bilinear2d(x, list(size), TORCH_MODES[mode], *scales)
+            assert_close64(out, ref, f"{mode}, size {size}, scales {scales} vs aten.upsample_bilinear2d (CUDA)")
+
+
+@pytest.mark.exercise("source-coordinate")
 def test_scale_ratio_rounding_on_a_long_axis(up, device):
     """float32, scale 1.7 on a 2400-pixel row: the ratio is 1.0 / scale in double, rounded to float
     once (PyTorch's rule). An inverse taken in float (T(1) / T(scale)) is one ulp off, an error that

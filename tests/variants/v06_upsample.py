@@ -247,6 +247,10 @@ VARIANTS = [
             "chunk only",
             "csrc/upsample_cuda.cu", "    for (int64_t row = first; row < last; ++row) {",
             "    for (int64_t row = first; row < first + 1; ++row) {", cuda_only=True),
+    Variant("ratio-identity-shortcut", "returns the ratio 1 whenever in == out, before looking at the scale: an "
+            "axis that keeps its size while the other is resized ignores its scale factor",
+            "csrc/upsample.h", "  if (mode == Mode::AlignCorners) {\n    return out > 1",
+            "  if (in == out) {\n    return T(1);\n  }\n  if (mode == Mode::AlignCorners) {\n    return out > 1"),
     Variant("scale-inverted-in-T", "1 / scale computed in T after rounding the scale to T (one ulp off)",
             "csrc/upsample.h", "return static_cast<T>(1.0 / *scale);", "return T(1) / static_cast<T>(*scale);"),
 ]
