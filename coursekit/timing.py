@@ -58,18 +58,26 @@ def bench_graph(fn: Callable[[], object], reps: int = 10, min_run_time: float = 
     times replays of the graph, which launch all their kernels at once. `fn` must be capturable
     (no synchronisation, no host reads of GPU values); its host code runs during the capture only.
     """
+    graph, _ = capture_graph(fn, calls=reps)
+    t = bench(graph.replay, "cuda", min_run_time=min_run_time)
+    return Timing(t.median_ms / reps, t.iqr_ms / reps, t.runs * reps)
+
+
+def capture_graph(fn: Callable[[], object], calls: int = 1, warmup: int = 3) -> tuple[torch.cuda.CUDAGraph, object]:
+    """(graph, what the last captured call returned): `warmup` calls on a side stream first, as
+    torch.cuda.graph asks, then `calls` calls captured into one CUDA graph."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):  # warm-up outside the capture, as torch.cuda.graph asks
-        for _ in range(3):
+    with torch.cuda.stream(side):
+        for _ in range(warmup):
             fn()
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
+    result = None
     with torch.cuda.graph(graph):
-        for _ in range(reps):
-            fn()
-    t = bench(graph.replay, "cuda", min_run_time=min_run_time)
-    return Timing(t.median_ms / reps, t.iqr_ms / reps, t.runs * reps)
+        for _ in range(calls):
+            result = fn()
+    return graph, result
 
 
 def copy_bandwidth(device: str | torch.device = "cpu", nbytes: int | None = None) -> float:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from coursekit import build
+from coursekit import build, timing
 from coursekit.testing import assert_bitwise
 
 GPU = torch.cuda.is_available()
@@ -58,15 +58,7 @@ def _trilinear_inputs(device, N=3000, F=40, dtype=torch.float32):
 def _capture_and_replay(fn, make_inputs):
     """Capture fn(*static) once; replay after copying fresh inputs in; compare with eager, bit for bit."""
     static = [t.detach().clone().requires_grad_(t.requires_grad) for t in make_inputs()]
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):  # warm-up outside the capture, as torch.cuda.graph asks
-        for _ in range(2):
-            fn(*static)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        captured = fn(*static)
+    graph, captured = timing.capture_graph(lambda: fn(*static), warmup=2)
     for _ in range(3):
         fresh = make_inputs()
         with torch.no_grad():

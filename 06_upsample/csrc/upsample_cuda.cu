@@ -547,15 +547,14 @@ __device__ __forceinline__ void gather_pixel(const scalar_t* __restrict__ grad_o
                                   acc);
   }
   // One rounding, at the end, and a streaming store (see store_streaming). With
-  // channel packs the N values are neighbours: one 16-byte store.
+  // channel packs the N values are neighbours: one 16-byte store, the forward's.
   if constexpr (kPack) {
     Pack<scalar_t, N> r;
 #pragma unroll
     for (int k = 0; k < N; ++k) {
       r.v[k] = static_cast<scalar_t>(acc[k]);
     }
-    static_assert(sizeof(r) == 16, "a channel pack is 16 bytes");
-    __stcs(reinterpret_cast<float4*>(grad_in), reinterpret_cast<const float4&>(r));
+    store_outputs<scalar_t, N>(grad_in, r, N, true);
   } else {
 #pragma unroll
     for (int k = 0; k < N; ++k) {
