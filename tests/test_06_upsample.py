@@ -173,7 +173,7 @@ SHAPES = [
     ((1, 3, 5, 6), (1, 1)),
     ((2, 2, 4, 4), (4, 7)),
     ((1, 2, 6, 10), (11, 23)),
-    ((3, 4, 32, 48), (64, 96)),
+    ((3, 4, 32, 46), (64, 92)),
     ((1, 1, 2, 200), (3, 333)),
 ]
 SHAPE_IDS = [f"{s[2]}x{s[3]}-to-{o[0]}x{o[1]}" for s, o in SHAPES]
@@ -880,32 +880,89 @@ def test_gather_column_packs_cuda(up, device, dtype, shape, size, mode):
 # allocation ends: the column-pack shapes aligned and one element off, and scalar-load shapes
 # of every window bound, in both layouts and a 2-byte type.
 MEMCHECK_SHAPES = PACK_SHAPES + [((1, 2, 5, 7), (9, 13)), ((2, 3, 4, 6), (8, 12)), ((1, 4, 3, 5), (9, 16)),
-                                 ((1, 3, 9, 11), (4, 5)), ((1, 8, 3, 3), (40, 40))]
+                                 ((1, 3, 9, 11), (4, 5)), ((1, 8, 3, 3), (40, 40)),
+                                 ((1, 2, 3, 8), (6, 16)), ((1, 1, 3, 40), (5, 80))]  # these two: the x2 kernel
 
 
 @pytest.mark.cuda
 @pytest.mark.exercise("gather-cuda")
-def test_gather_reads_only_grad_out_cuda(device, chapter_source):
+def test_gather_reads_only_grad_out_cuda(device, chapter_source, tmp_path):
     if device != "cuda":
         pytest.skip("the CUDA kernel's test")
+    saved = tmp_path / "gradients.pt"
     code = memcheck_script(chapter_source, f"""
 gather = torch.ops.ch06._upsample_bilinear2d_backward_kernel
+results = []
 for shape, size in {MEMCHECK_SHAPES!r}:
     for dtype in (torch.float32, torch.bfloat16):
         numel = shape[0] * shape[1] * size[0] * size[1]
         for skip in (0, 1):  # the tensor ends where its allocation ends; skip 1: one element off an aligned start
             g = torch.randn(numel + skip, device="cuda", dtype=dtype)[skip:].view(shape[:2] + tuple(size))
             for mode in {MODES!r}:
-                gather(g, list(shape[2:]), mode, "gather")
+                results.append((g.cpu(), list(shape[2:]), mode, gather(g, list(shape[2:]), mode, "gather").cpu()))
                 if skip == 0:
                     cl = torch.randn(numel, device="cuda", dtype=dtype).view(shape[0], size[0], size[1], shape[1])
-                    gather(cl.permute(0, 3, 1, 2), list(shape[2:]), mode, "gather")
+                    cl = cl.permute(0, 3, 1, 2)
+                    results.append((cl.cpu(), list(shape[2:]), mode, gather(cl, list(shape[2:]), mode, "gather").cpu()))
+torch.save(results, {str(saved)!r})
 """)
     assert_memcheck_clean(code, "the gather backward on small shapes")
+    # and the gradients of that run are right (a kernel that reads nothing is memcheck-clean too)
+    for grad_out, size, mode, grad_in in torch.load(saved):
+        layout = "NCHW" if grad_out.is_contiguous() else "channels_last"
+        check(grad_in, ref_backward(grad_out, size, mode),
+              f"{mode} gather under memcheck, {layout} {grad_out.dtype} grad_out {list(grad_out.shape)} -> {size}")
 
 
 # ----------------------------------------------------------------------------
 # The chapter as a whole (not graded): scatter, autograd, the operator, bad input.
+
+
+# The gather of an exact x2 along W in half_pixel (gather_twice_kernel: float32, float16 and
+# bfloat16, W_in a multiple of 4 or 8, aligned tensors; the other modes and float64 take the
+# general gather) is not the exercise's code, so it is tested here, against the reference and against the general gather, which the same grad_out
+# one element past an aligned address takes. Its sums run in the general gather's order except
+# in column 1 (see the kernel's comment): the same bits elsewhere, within a rounding there.
+# Shapes: one thread's columns, several warps' (a warp's neighbour across the shuffle), a row
+# that ends inside a warp, long rows, H resized by other ratios (the row plan), an odd H.
+TWICE_SHAPES = [((1, 3, 5, 8), (10, 16)), ((2, 3, 7, 16), (14, 32)), ((1, 2, 6, 40), (12, 80)),
+                ((1, 1, 3, 264), (5, 528)), ((1, 2, 3, 2056), (7, 4112)), ((1, 3, 9, 16), (4, 32))]
+
+
+def cuda_kernels(fn) -> list[str]:
+    """The names of the CUDA kernels that fn() launches."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("shape, size", TWICE_SHAPES, ids=channel_shape_ids(TWICE_SHAPES))
+def test_gather_exact_x2_cuda(up, device, dtype, shape, size, mode):
+    if device != "cuda":
+        pytest.skip("the CUDA kernel's test")
+    numel = shape[0] * shape[1] * size[0] * size[1]
+    grad_out = torch.randn(numel, device="cuda", dtype=dtype).view(shape[:2] + size)
+    shifted = torch.empty(numel + 1, device="cuda", dtype=dtype)[1:].view_as(grad_out)
+    shifted.copy_(grad_out)
+    what = f"{mode} gather, x2 along W, {list(grad_out.shape)} -> {list(shape[2:])}, {dtype}"
+    with poisoned_empty():
+        fast = bw(grad_out, list(shape[2:]), mode, "gather")
+    general = bw(shifted, list(shape[2:]), mode, "gather")
+    check(fast, ref_backward(grad_out, shape[2:], mode), what)
+    twice = mode == "half_pixel" and dtype != torch.float64 and shape[3] % (16 // dtype.itemsize) == 0
+    names = cuda_kernels(lambda: bw(grad_out, list(shape[2:]), mode, "gather"))
+    assert any("gather_twice_kernel" in n for n in names) == twice, f"{what}: kernels launched: {names}"
+    names = cuda_kernels(lambda: bw(shifted, list(shape[2:]), mode, "gather"))
+    assert not any("gather_twice_kernel" in n for n in names), f"{what}: one element off, it took {names}"
+    others = torch.arange(shape[3], device="cuda") != 1
+    assert_bitwise(fast[..., others], general[..., others], what=what + ", all columns but 1 vs the general gather")
+    same_up_to_fma(fast[..., 1], general[..., 1], what + ", column 1 vs the general gather")
+    if twice:  # NaN and inf reach the same pixels as in PyTorch's backward
+        check_backward_nonfinite("cuda", dtype, shape, size, mode)
 
 
 @pytest.mark.cuda

@@ -684,6 +684,146 @@ __global__ void __launch_bounds__(kThreads, V == 1 ? kGatherMinBlocks<scalar_t> 
   }
 }
 
+// The gather of an exact x2 along W in half_pixel (W_out = 2 * W_in, ratio 0.5),
+// the forward's Span::Double transposed. Input column k is read by output
+// columns 2k - 1, 2k, 2k + 1 and 2k + 2, with the weights 0.25, 0.75, 0.75 and
+// 0.25 (away from the edges). A thread owns V = kV neighbouring input columns
+// from k0 (one 16-byte store per row) of kTwiceRows rows and one plane,
+// instead of one column of kGatherPlanes planes: the 2V output columns from
+// 2 * k0 are two aligned 16-byte loads, and the two beyond them (2 * k0 - 1 and
+// 2 * k0 + 2V) are the neighbouring lanes' end values, passed by a warp
+// shuffle; only lanes 0 and 31 load theirs. The row direction is the general
+// gather's (the row plan), so H may be resized by any ratio.
+//
+// The weights are the plan's, exact (0.25, 0.75 and 1, and their products with
+// the row weights), and each input pixel sums its rows and columns in the
+// general gather's order, with one exception: column 1, which outputs 0 to 4
+// read (output 0 with weight 0), is five columns, and the general gather, with
+// windows of four, adds the fifth in a second pass over the rows. Here it is
+// added row by row. So the x2 kernel gives the general gather's bits, except in
+// column 1, where they may differ by a rounding (float32; in 2-byte types the
+// final rounding hid it in every case tested). Keeping the general order there
+// (a second loop, in lane 0 of the row's first warp, while the other 31 lanes
+// wait) made bfloat16 x2 0.127 -> 0.160 ms (two A/B runs, the general gather at
+// 0.171-0.173 ms in both). Edges: column 0 is read by outputs 0, 1, 2 (weights
+// 1, 0.75, 0.25), the last column by its last three (the last with weight 1:
+// both of its taps); a tap of weight 0 stays in the sum, as in the plan (0 * inf
+// is NaN, as in PyTorch's backward).
+//
+// Why: the general gather of a 2-byte type is bound by instruction issue,
+// mostly address arithmetic: per output value 16 scalar loads (4 rows x 4
+// columns), each with its own 64-bit address (README, section 5). Here a row of
+// 2V outputs is 2 pack loads. One A/B run on the H100 (CUDA-graph replays of
+// the kernel op, ms; general gather -> this kernel):
+//   x2 float32 (8, 64, 256, 256)   0.262 -> 0.233 (85% -> 96% of the floor)
+//   x2 bfloat16                    0.169 -> 0.127 (66% -> 88%)
+//   x2 float16                     0.181 -> 0.126 (62% -> 89%)
+//   RGB 1080p x2 float32           0.064 -> 0.056 (65% -> 74%)
+//   RGB 1080p x2 bfloat16          0.056 -> 0.033 (37% -> 63%)
+// A thread takes kTwiceRows = 2 input rows, which share grad_out rows (two of
+// the four each reads at x2); with 1 row (also capped at 4 blocks), in the same
+// run: 0.243, 0.130, 0.128, 0.058 and 0.033 ms. Two rows take 72 registers in
+// 2-byte types, 3 blocks of 256 threads per SM; asking for 4 caps them at 64
+// (ptxas spills 16 bytes) and was faster: bfloat16 x2 0.136 -> 0.127 ms.
+constexpr int kTwiceRows = 2;
+constexpr int kTwiceMinBlocks = 4;
+
+template <typename scalar_t, int R>
+__global__ void __launch_bounds__(kThreads, kTwiceMinBlocks)
+    gather_twice_kernel(const scalar_t* __restrict__ grad_out, scalar_t* __restrict__ grad_in, int64_t planes,
+                        AxisPlan<opmath_type<scalar_t>> rows, int64_t W_in) {
+  using T = opmath_type<scalar_t>;
+  constexpr int V = kV<scalar_t>;
+  constexpr unsigned kAll = 0xffffffffu;
+  const int64_t groups = W_in / V;  // the host checks W_in % V == 0
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  if (t - lane >= groups) {  // the whole warp is past the row (blockDim.x is a multiple of 32)
+    return;
+  }
+  // The warp's other threads stay for the shuffles: a thread past the row
+  // computes the last group again and stores nothing.
+  const bool mine = t < groups;
+  const int64_t k0 = (mine ? t : groups - 1) * V;
+  const bool first = k0 == 0, last = k0 + V == W_in;
+  const int64_t W_out = 2 * W_in, plane_in = rows.in * W_in, plane_out = rows.out * W_out;
+  for (int64_t h0 = (static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y) * R; h0 < rows.in;
+       h0 += static_cast<int64_t>(gridDim.y) * blockDim.y * R) {  // h0 is the same across a warp
+    // The thread's R input rows h0 + r read grad_out rows [begin[r], end[r]); each row is loaded
+    // once for all of them (neighbouring input rows share grad_out rows: two of four at x2).
+    int64_t begin[R], end[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {  // past the last input row: an empty range after the last real one
+      const bool real = r == 0 || h0 + r < rows.in;
+      begin[r] = real ? rows.begin[h0 + r] : end[r - 1];
+      end[r] = real ? rows.end[h0 + r] : end[r - 1];
+    }
+    for (int64_t p = blockIdx.z; p < planes; p += gridDim.z) {
+      const scalar_t* go = grad_out + p * plane_out + 2 * k0;
+      T acc[R][V];
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          acc[r][j] = 0;
+        }
+      }
+      for (int64_t dh = begin[0]; dh < end[R - 1]; ++dh) {
+        const Taps<T> yt{rows.i0[dh], rows.i1[dh], rows.l[dh]};
+        const scalar_t* row = go + dh * W_out;
+        // g[i] is output column 2 * k0 - 1 + i
+        T g[2 * V + 2];
+        const Pack<scalar_t, V> a = load_pack<scalar_t, V>(row), b = load_pack<scalar_t, V>(row + V);
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          g[1 + j] = static_cast<T>(a.v[j]);
+          g[1 + V + j] = static_cast<T>(b.v[j]);
+        }
+        T left = __shfl_up_sync(kAll, g[2 * V], 1), right = __shfl_down_sync(kAll, g[1], 1);
+        if (lane == 0 && !first) {
+          left = static_cast<T>(row[-1]);
+        }
+        if (lane == 31 && !last) {
+          right = static_cast<T>(row[2 * V]);
+        }
+        g[0] = first ? T(0) : left;  // no column -1: weight 0, value 0
+        g[2 * V + 1] = last ? T(0) : right;
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          if (dh >= begin[r] && dh < end[r]) {
+            const T wy = tap_weight<T>(yt, h0 + r);
+#pragma unroll
+            for (int j = 0; j < V; ++j) {
+              const T w0 = j == 0 && first ? T(0) : T(0.25), w1 = j == 0 && first ? T(1) : T(0.75);
+              const T w2 = j == V - 1 && last ? T(1) : T(0.75), w3 = j == V - 1 && last ? T(0) : T(0.25);
+              if (j == 1 && first) {  // column 1 is read by output 0 too, with weight 0
+                acc[r][j] += (wy * T(0)) * g[1];
+              }
+              acc[r][j] += (wy * w0) * g[2 * j];
+              acc[r][j] += (wy * w1) * g[2 * j + 1];
+              acc[r][j] += (wy * w2) * g[2 * j + 2];
+              acc[r][j] += (wy * w3) * g[2 * j + 3];
+            }
+          }
+        }
+      }
+      if (mine) {
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          if (h0 + r < rows.in) {
+            Pack<scalar_t, V> out;
+#pragma unroll
+            for (int j = 0; j < V; ++j) {
+              out.v[j] = static_cast<scalar_t>(acc[r][j]);
+            }
+            store_outputs<scalar_t, V>(grad_in + p * plane_in + (h0 + r) * W_in + k0, out, V, true);
+          }
+        }
+      }
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Channels-last (NHWC in memory: the C values of a pixel are neighbours).
 // x / blockIdx.x run along one row of pixels with the channel fastest, so a warp
@@ -960,6 +1100,23 @@ void upsample_backward_cuda(const torch::stable::Tensor& grad_out, torch::stable
         if (C % 3 == 0) return launch(std::integral_constant<int, 3>{});
         if (C % 2 == 0) return launch(std::integral_constant<int, 2>{});
         return launch(std::integral_constant<int, 1>{});
+      }
+      // An exact x2 along W in half_pixel: gather_twice_kernel, when its 16-byte
+      // loads and stores are aligned (every row too: W_in a multiple of V).
+      if constexpr (!std::is_same_v<scalar_t, double>) {
+        constexpr int V = kV<scalar_t>;
+        const bool exact_x2 = g.mode == Mode::HalfPixel && rw == opmath_t(0.5) && g.W_out == 2 * g.W_in &&
+                              g.W_in % V == 0 && g.W_out < (int64_t(1) << 22) &&
+                              reinterpret_cast<uintptr_t>(grad_out.const_data_ptr()) % 16 == 0 &&
+                              reinterpret_cast<uintptr_t>(grad_in.const_data_ptr()) % 16 == 0;
+        if (exact_x2) {
+          const Launch l =
+              launch_for(g.W_in / V, (g.H_in + kTwiceRows - 1) / kTwiceRows, g.planes, 1, kGatherWidth);
+          gather_twice_kernel<scalar_t, kTwiceRows><<<l.grid, l.block, 0, stream>>>(
+              grad_out.const_data_ptr<scalar_t>(), grad_in.mutable_data_ptr<scalar_t>(), g.planes, rows, g.W_in);
+          STD_CUDA_KERNEL_LAUNCH_CHECK();
+          return;
+        }
       }
       // A thread sums kPlanes planes at once: the plan lookups and weights are
       // shared, and kPlanes independent loads are in flight per step. Up to 8

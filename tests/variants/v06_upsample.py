@@ -232,6 +232,14 @@ VARIANTS = [
             "included (whose taps are k and k + 1 for outputs 2k and 2k + 1)",
             "csrc/upsample_cuda.cu", "const bool twice = g.mode == Mode::HalfPixel && rw == opmath_t(0.5)",
             "const bool twice = rw == opmath_t(0.5)", cuda_only=True),
+    Variant("cuda-gather-x2-any-mode", "takes the CUDA gather's exact-x2 path whenever the ratio is 1/2, tf_legacy "
+            "included (whose outputs 2k and 2k + 1 read column k with weights 1 and 0.5)",
+            "csrc/upsample_cuda.cu", "const bool exact_x2 = g.mode == Mode::HalfPixel && rw == opmath_t(0.5)",
+            "const bool exact_x2 = rw == opmath_t(0.5)", cuda_only=True),
+    Variant("cuda-gather-x2-drops-zero-weight-tap", "leaves out of the exact-x2 gather column 1's tap of weight "
+            "0 (output 0): an inf there no longer makes column 1 NaN, as it does in PyTorch's backward",
+            "csrc/upsample_cuda.cu", "              if (j == 1 && first) {  // column 1 is read by output 0 too",
+            "              if (false) {  // column 1 is read by output 0 too", cuda_only=True),
     Variant("cuda-forward-default-stream", "launches the CUDA forward on the legacy default stream",
             "csrc/upsample_cuda.cu", "    kernel<<<l.grid, l.block, 0, stream>>>(\n        x.const_data_ptr<scalar_t>()",
             "    kernel<<<l.grid, l.block>>>(\n        x.const_data_ptr<scalar_t>()", cuda_only=True),
