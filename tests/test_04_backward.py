@@ -386,7 +386,7 @@ def test_points_reduction_rounds_once(ext, ref, device, dtype, N, F):
 
 @pytest.mark.cuda
 @pytest.mark.exercise("points-reduction")
-def test_points_reduction_stays_inside_its_tensors(device, chapter_source):
+def test_points_reduction_stays_inside_its_tensors(ext, ref, device, chapter_source):
     """The launch shapes of CUDA_SIZES' small end (rows of threads without a cube in the last
     block), with and without grad_feats, under compute-sanitizer's memcheck: a write for a row
     past the last cube, or a shared-memory slot out of range, gives right values and goes unseen
@@ -402,6 +402,12 @@ for N, F in [(1, 1), (3, 40), (13, 5), (33, 256), (9, 512), (7, 4104)]:
         for flags in ((True, True), (False, True)):
             ext.backward(g, feats, points, *flags)
 """), "the backward kernels on small shapes")
+    # and the same shapes' values (a kernel that touches nothing is memcheck-clean too)
+    for N, F in [(1, 1), (3, 40), (13, 5), (33, 256), (9, 512), (7, 4104)]:
+        for dtype in (torch.float32, torch.float16):
+            for need_feats in (True, False):
+                check_backward(ext, ref, *inputs(N, F, "cuda", dtype), need_feats=need_feats,
+                               what=f" (N={N}, F={F}, {dtype}, need_feats={need_feats})")
 
 
 @pytest.mark.cuda
