@@ -920,9 +920,10 @@ torch.save(results, {str(saved)!r})
 
 # The gather of an exact x2 along W in half_pixel (gather_twice_kernel: float32, float16 and
 # bfloat16, W_in a multiple of 4 or 8, aligned tensors; the other modes and float64 take the
-# general gather) is not the exercise's code, so it is tested here, against the reference and against the general gather, which the same grad_out
-# one element past an aligned address takes. Its sums run in the general gather's order except
-# in column 1 (see the kernel's comment): the same bits elsewhere, within a rounding there.
+# general gather) is not the exercise's code, so it is tested here: against the reference, and
+# against the general gather, which the same grad_out one element past an aligned address takes.
+# Its sums run in the general gather's order except in column 1 (see the kernel's comment): the
+# same bits elsewhere, within a rounding there.
 # Shapes: one thread's columns, several warps' (a warp's neighbour across the shuffle), a row
 # that ends inside a warp, long rows, H resized by other ratios (the row plan), an odd H.
 TWICE_SHAPES = [((1, 3, 5, 8), (10, 16)), ((2, 3, 7, 16), (14, 32)), ((1, 2, 6, 40), (12, 80)),
