@@ -526,6 +526,19 @@ __device__ __forceinline__ void store_streaming(scalar_t* p, scalar_t v) {
   }
 }
 
+// N sums in T, each rounded once to scalar_t, written as one 16-byte streaming
+// store (store_outputs): dst sits on a 16-byte boundary. Both gathers that own
+// 16 bytes of neighbouring grad_in values end this way.
+template <typename scalar_t, int N, typename T>
+__device__ __forceinline__ void store_rounded_pack(scalar_t* dst, const T (&acc)[N]) {
+  Pack<scalar_t, N> r;
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+    r.v[k] = static_cast<scalar_t>(acc[k]);
+  }
+  store_outputs<scalar_t, N>(dst, r, N, true);
+}
+
 // grad_in[h, w] of N planes (grad_in points at the first; the same element of
 // plane k is k * plane_in further): the whole window, K columns at a time, in
 // opmath_t, and one rounding at the store. This thread is the only one that
@@ -549,12 +562,7 @@ __device__ __forceinline__ void gather_pixel(const scalar_t* __restrict__ grad_o
   // One rounding, at the end, and a streaming store (see store_streaming). With
   // channel packs the N values are neighbours: one 16-byte store, the forward's.
   if constexpr (kPack) {
-    Pack<scalar_t, N> r;
-#pragma unroll
-    for (int k = 0; k < N; ++k) {
-      r.v[k] = static_cast<scalar_t>(acc[k]);
-    }
-    store_outputs<scalar_t, N>(grad_in, r, N, true);
+    store_rounded_pack<scalar_t, N>(grad_in, acc);
   } else {
 #pragma unroll
     for (int k = 0; k < N; ++k) {
@@ -811,12 +819,7 @@ __global__ void __launch_bounds__(kThreads, kTwiceMinBlocks)
 #pragma unroll
         for (int r = 0; r < R; ++r) {
           if (h0 + r < rows.in) {
-            Pack<scalar_t, V> out;
-#pragma unroll
-            for (int j = 0; j < V; ++j) {
-              out.v[j] = static_cast<scalar_t>(acc[r][j]);
-            }
-            store_outputs<scalar_t, V>(grad_in + p * plane_in + (h0 + r) * W_in + k0, out, V, true);
+            store_rounded_pack<scalar_t, V>(grad_in + p * plane_in + (h0 + r) * W_in + k0, acc[r]);
           }
         }
       }
