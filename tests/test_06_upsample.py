@@ -664,17 +664,24 @@ NONFINITE_CASES = [("half_pixel", (1, 16, 4, 6), (8, 12)), ("half_pixel", (1, 16
 NONFINITE_IDS = [f"{m}-C{s[1]}-{s[2]}x{s[3]}-to-{o[0]}x{o[1]}" for m, s, o in NONFINITE_CASES]
 
 
-def check_backward_nonfinite(device, dtype, shape, size, mode):
-    n, c = shape[:2]
+def nonfinite_grad_out(n, c, size, dtype) -> torch.Tensor:
+    """A float64 grad_out of dtype's values with one NaN, one inf and one -inf in each plane."""
     gen = torch.Generator().manual_seed(6)
     base = torch.randn(n, c, *size, dtype=torch.float64, generator=gen)
     for p in range(n * c):
         plane = base.view(n * c, *size)[p]
-        rows, cols = size[0] - 1, size[1] - 1
+        rows, cols = max(size[0] - 1, 1), max(size[1] - 1, 1)
         plane[(3 * p) % rows, p % cols] = float("nan")
         plane[(5 * p + 1) % rows, (7 * p + 3) % cols] = float("inf")
         plane[(2 * p + 2) % rows, (5 * p + 1) % cols] = -float("inf")
-    base = base.to(dtype).double()  # what the kernel sees
+    return base.to(dtype).double()  # what the kernel sees
+
+
+NONFINITE_MASKS = [("NaN", torch.isnan), ("+inf", lambda t: t == float("inf")), ("-inf", lambda t: t == -float("inf"))]
+
+
+def check_backward_nonfinite(device, dtype, shape, size, mode):
+    base = nonfinite_grad_out(*shape[:2], size, dtype)
     ref = torch.ops.aten.upsample_bilinear2d_backward(base, list(size), list(shape), mode == "align_corners",
                                                      None, None)
     for layout in [torch.contiguous_format, torch.channels_last]:
@@ -682,8 +689,7 @@ def check_backward_nonfinite(device, dtype, shape, size, mode):
         with poisoned_empty():
             got = bw(grad_out, list(shape[2:]), mode, "gather").cpu().double()
         what = f"{mode} gather, {'channels_last' if layout is torch.channels_last else 'NCHW'} grad_out {list(base.shape)} with NaN and inf"
-        for name, mask in [("NaN", torch.isnan), ("+inf", lambda t: t == float("inf")),
-                           ("-inf", lambda t: t == -float("inf"))]:
+        for name, mask in NONFINITE_MASKS:
             wrong = (mask(got) != mask(ref)).nonzero().tolist()
             assert not wrong, (f"{what}: {len(wrong)} elements where {name} should{' not' if not mask(ref)[tuple(wrong[0])] else ''} be, "
                                f"first at (n, c, h, w) = {tuple(wrong[0])}: got {got[tuple(wrong[0])].item()}, "
@@ -918,16 +924,25 @@ torch.save(results, {str(saved)!r})
 # The chapter as a whole (not graded): scatter, autograd, the operator, bad input.
 
 
-# The gather of an exact x2 along W in half_pixel (gather_twice_kernel: float32, float16 and
-# bfloat16, W_in a multiple of 4 or 8, aligned tensors; the other modes and float64 take the
-# general gather) is not the exercise's code, so it is tested here: against the reference, and
-# against the general gather, which the same grad_out one element past an aligned address takes.
-# Its sums run in the general gather's order except in column 1 (see the kernel's comment): the
-# same bits elsewhere, within a rounding there.
+# The gathers of an exact ratio along W are not the exercise's code, so they are tested here:
+#   x2 in half_pixel: gather_twice_kernel; x0.5 in half_pixel and tf_legacy: gather_halve_kernel.
+# Both take float32, float16 and bfloat16 with W_in a multiple of 4 or 8 (16 bytes) and aligned
+# tensors; the other modes and float64 take the general gather. They are checked against the
+# reference, and against the general gather, which the same grad_out one element past an aligned
+# address takes. The x2 kernel sums in the general gather's order except in column 1 (see its
+# comment): the same bits elsewhere, within a rounding there; the x0.5 kernel everywhere.
+# When H has the same exact ratio, their rows need no plan either, and no plan kernel runs.
 # Shapes: one thread's columns, several warps' (a warp's neighbour across the shuffle), a row
 # that ends inside a warp, long rows, H resized by other ratios (the row plan), an odd H.
 TWICE_SHAPES = [((1, 3, 5, 8), (10, 16)), ((2, 3, 7, 16), (14, 32)), ((1, 2, 6, 40), (12, 80)),
-                ((1, 1, 3, 264), (5, 528)), ((1, 2, 3, 2056), (7, 4112)), ((1, 3, 9, 16), (4, 32))]
+                ((1, 1, 3, 264), (5, 528)), ((1, 2, 3, 2056), (7, 4112)), ((1, 3, 9, 16), (4, 32)),
+                ((1, 1, 1, 8), (2, 16)), ((1, 2, 2, 24), (4, 48))]
+# x0.5: W_in = 20 is a multiple of 4, not of 8 (bfloat16 and float16 take the general gather).
+HALVE_SHAPES = [((1, 3, 8, 16), (4, 8)), ((2, 3, 14, 32), (7, 16)), ((1, 2, 12, 80), (6, 40)),
+                ((1, 1, 5, 528), (3, 264)), ((1, 2, 7, 4112), (3, 2056)), ((1, 3, 4, 32), (9, 16)),
+                ((1, 2, 6, 20), (3, 10)), ((1, 1, 2, 8), (1, 4))]
+EXACT_CASES = [("x2", s, o) for s, o in TWICE_SHAPES] + [("x0.5", s, o) for s, o in HALVE_SHAPES]
+EXACT_IDS = [f"{r}-{i}" for (r, _, _), i in zip(EXACT_CASES, channel_shape_ids([(s, o) for _, s, o in EXACT_CASES]))]
 
 
 def cuda_kernels(fn) -> list[str]:
@@ -941,28 +956,48 @@ def cuda_kernels(fn) -> list[str]:
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("shape, size", TWICE_SHAPES, ids=channel_shape_ids(TWICE_SHAPES))
-def test_gather_exact_x2_cuda(up, device, dtype, shape, size, mode):
+@pytest.mark.parametrize("ratio, shape, size", EXACT_CASES, ids=EXACT_IDS)
+def test_gather_exact_ratio_cuda(up, device, dtype, ratio, shape, size, mode):
     if device != "cuda":
         pytest.skip("the CUDA kernel's test")
     numel = shape[0] * shape[1] * size[0] * size[1]
     grad_out = torch.randn(numel, device="cuda", dtype=dtype).view(shape[:2] + size)
     shifted = torch.empty(numel + 1, device="cuda", dtype=dtype)[1:].view_as(grad_out)
     shifted.copy_(grad_out)
-    what = f"{mode} gather, x2 along W, {list(grad_out.shape)} -> {list(shape[2:])}, {dtype}"
+    what = f"{mode} gather, {ratio} along W, {list(grad_out.shape)} -> {list(shape[2:])}, {dtype}"
     with poisoned_empty():
         fast = bw(grad_out, list(shape[2:]), mode, "gather")
     general = bw(shifted, list(shape[2:]), mode, "gather")
     check(fast, ref_backward(grad_out, shape[2:], mode), what)
-    twice = mode == "half_pixel" and dtype != torch.float64 and shape[3] % (16 // dtype.itemsize) == 0
+    modes = ["half_pixel"] if ratio == "x2" else ["half_pixel", "tf_legacy"]
+    kernel = "gather_twice_kernel" if ratio == "x2" else "gather_halve_kernel"
+    takes = mode in modes and dtype != torch.float64 and shape[3] % (16 // dtype.itemsize) == 0
+    exact_h = size[0] == 2 * shape[2] if ratio == "x2" else shape[2] == 2 * size[0]
     names = cuda_kernels(lambda: bw(grad_out, list(shape[2:]), mode, "gather"))
-    assert any("gather_twice_kernel" in n for n in names) == twice, f"{what}: kernels launched: {names}"
+    assert any(kernel in n for n in names) == takes, f"{what}: kernels launched: {names}"
+    if takes:  # a plan only for H when its ratio is not the same exact one
+        assert any("plan_kernel" in n for n in names) != exact_h, f"{what}: kernels launched: {names}"
     names = cuda_kernels(lambda: bw(shifted, list(shape[2:]), mode, "gather"))
-    assert not any("gather_twice_kernel" in n for n in names), f"{what}: one element off, it took {names}"
-    others = torch.arange(shape[3], device="cuda") != 1
-    assert_bitwise(fast[..., others], general[..., others], what=what + ", all columns but 1 vs the general gather")
+    assert not any(kernel in n for n in names), f"{what}: one element off, it took {names}"
+    others = torch.arange(shape[3], device="cuda") != (1 if ratio == "x2" else -1)
+    assert_bitwise(fast[..., others], general[..., others], what=what + ", vs the general gather")
     same_up_to_fma(fast[..., 1], general[..., 1], what + ", column 1 vs the general gather")
-    if twice:  # NaN and inf reach the same pixels as in PyTorch's backward
+    if not takes:
+        return
+    # NaN and inf reach the same pixels as in the general gather (every mode) ...
+    bad = nonfinite_grad_out(*shape[:2], size, dtype).to(device="cuda", dtype=dtype)
+    bad_shifted = torch.empty(numel + 1, device="cuda", dtype=dtype)[1:].view_as(bad)
+    bad_shifted.copy_(bad)
+    fast, general = (bw(t, list(shape[2:]), mode, "gather").cpu() for t in (bad, bad_shifted))
+    for name, mask in NONFINITE_MASKS:
+        wrong = (mask(fast) != mask(general)).nonzero().tolist()
+        assert not wrong, (f"{what}, grad_out with NaN and inf: {len(wrong)} elements where {name} differs from the "
+                           f"general gather, first at (n, c, h, w) = {tuple(wrong[0])}: got {fast[tuple(wrong[0])]}, "
+                           f"the general gather {general[tuple(wrong[0])]}")
+    # ... and as in PyTorch's backward (which has no tf_legacy). Not with an axis of size 1: there
+    # both taps of every output are pixel 0, with weights 1 - l and l; PyTorch multiplies grad_out
+    # by each (an inf times a weight 0 is NaN), the gather by their sum, 1.
+    if mode == "half_pixel" and min(shape[2:]) > 1:
         check_backward_nonfinite("cuda", dtype, shape, size, mode)
 
 

@@ -6,6 +6,7 @@
 //   forward:  x -> a group of kV output columns,  y -> a chunk of kRowsNchw rows,     z -> a plane (n, c)
 //   scatter:  x -> an output column w,            y -> an output row h,               z -> a group of kPlanes planes
 //   gather:   x -> an input column,               y -> an input row,                  z -> a group of kPlanes planes
+//   exact x2 / x0.5 gathers: x -> a group of kV input columns, y -> a pair of input rows, z -> a plane
 //   channels-last: along a row of pixels with the channel fastest, x -> kV values (forward), a pixel's group
 //   of channels (gather) or one value (scatter); y -> a chunk of kRows rows (forward) or a row (n, h)
 //
@@ -33,6 +34,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <type_traits>
 
 #include "kernels.h"
@@ -692,6 +694,43 @@ __global__ void __launch_bounds__(kThreads, V == 1 ? kGatherMinBlocks<scalar_t> 
   }
 }
 
+// The row half of the two exact-ratio gathers below: which grad_out rows read
+// input row h, [begin, end), and with which weight.
+//   kRows = Span::Taps: looked up in the row plan, as the general gather does.
+//   Span::Double (H_out = 2 H_in, half_pixel) and Span::Halve (H_in = 2 H_out,
+//   not align_corners): worked out in place. The range has a closed form
+//   (x2: outputs 2h - 1 .. 2h + 2, clamped, and row 1 is also read by output 0,
+//   with weight 0; x0.5: output h / 2 alone), and the weight comes from the
+//   functions the plan kernel calls (source_taps, tap_weight), so the bits are
+//   the plan's. When W is the same exact ratio, the host then builds no plan
+//   at all: no allocation, no plan kernel.
+template <Span kRows, typename T>
+__device__ __forceinline__ void row_range(const AxisPlan<T>& rows, int64_t h, int64_t& begin, int64_t& end) {
+  if constexpr (kRows == Span::Taps) {
+    begin = rows.begin[h];
+    end = rows.end[h];
+  } else if constexpr (kRows == Span::Double) {
+    begin = h <= 1 ? 0 : 2 * h - 1;
+    end = 2 * h + 3 < rows.out ? 2 * h + 3 : rows.out;
+  } else {
+    begin = h / 2;
+    end = h / 2 + 1;
+  }
+}
+
+template <Span kRows, typename T>
+__device__ __forceinline__ T row_weight(const AxisPlan<T>& rows, Mode mode, int64_t dh, int64_t h) {
+  if constexpr (kRows == Span::Taps) {
+    return tap_weight<T>(Taps<T>{rows.i0[dh], rows.i1[dh], rows.l[dh]}, h);
+  } else if constexpr (kRows == Span::Double) {  // s = dh / 2 - 1/4, clamped to 0 for output 0
+    const int64_t i0 = dh == 0 ? 0 : (dh - 1) / 2;
+    const T l = dh == 0 ? T(0) : dh % 2 == 1 ? T(0.25) : T(0.75);
+    return tap_weight<T>(Taps<T>{i0, i0 + 1 < rows.in ? i0 + 1 : rows.in - 1, l}, h);
+  } else {  // s = 2 dh + 1/2 (half_pixel) or 2 dh (tf_legacy)
+    return tap_weight<T>(Taps<T>{2 * dh, 2 * dh + 1, mode == Mode::HalfPixel ? T(0.5) : T(0)}, h);
+  }
+}
+
 // The gather of an exact x2 along W in half_pixel (W_out = 2 * W_in, ratio 0.5),
 // the forward's Span::Double transposed. Input column k is read by output
 // columns 2k - 1, 2k, 2k + 1 and 2k + 2, with the weights 0.25, 0.75, 0.75 and
@@ -701,7 +740,9 @@ __global__ void __launch_bounds__(kThreads, V == 1 ? kGatherMinBlocks<scalar_t> 
 // 2 * k0 are two aligned 16-byte loads, and the two beyond them (2 * k0 - 1 and
 // 2 * k0 + 2V) are the neighbouring lanes' end values, passed by a warp
 // shuffle; only lanes 0 and 31 load theirs. The row direction is the general
-// gather's (the row plan), so H may be resized by any ratio.
+// gather's (the row plan), so H may be resized by any ratio; at an exact x2
+// along H too the rows need no plan (row_range, row_weight), and away from the
+// edges their weights are constants (below).
 //
 // The weights are the plan's, exact (0.25, 0.75 and 1, and their products with
 // the row weights), and each input pixel sums its rows and columns in the
@@ -733,13 +774,32 @@ __global__ void __launch_bounds__(kThreads, V == 1 ? kGatherMinBlocks<scalar_t> 
 // run: 0.243, 0.130, 0.128, 0.058 and 0.033 ms. Two rows take 72 registers in
 // 2-byte types, 3 blocks of 256 threads per SM; asking for 4 caps them at 64
 // (ptxas spills 16 bytes) and was faster: bfloat16 x2 0.136 -> 0.127 ms.
+//
+// Exact x2 along H too (kRows = Span::Double: every case of the benchmark). The
+// rows' plan lookups, 3 table loads per grad_out row and a loop whose length
+// is loaded, were the next cost. Away from the first two and the last input
+// row, the two rows h0 and h0 + 1 read the six grad_out rows 2 h0 - 1 ..
+// 2 h0 + 4 with constant weights, so that loop is unrolled with its weights
+// folded in, and its twelve pack loads can all be issued at once. A/B runs on
+// the H100 (CUDA-graph replays of the kernel op, ms; the row plan -> each row's
+// taps worked out in place (row_weight), no plan kernel -> the unrolled interior
+// at 3 blocks per SM -> the same with explicit FMAs in add_row, kept):
+//   x2 float32      0.233 -> 0.236 -> 0.218 -> 0.227 (98% of the floor)
+//   x2 bfloat16     0.127 -> 0.129 -> 0.114 -> 0.116 (97%)
+//   x2 float16      0.126 -> 0.128 -> 0.116 -> 0.113 (99%)
+//   RGB 1080p f32   0.056 -> 0.054 -> 0.047 -> 0.050 (83%)
+//   RGB 1080p bf16  0.033 -> 0.032 -> 0.028 -> 0.029 (73%)
+// (add_row says why the FMAs are explicit.) Unrolled, the 2-byte kernels spill
+// 56-80 bytes under the 64-register cap of 4 blocks (bfloat16 0.130 ms); at 3
+// (80 registers) the kept kernel spills nothing. The row-plan kernel keeps 4.
 constexpr int kTwiceRows = 2;
-constexpr int kTwiceMinBlocks = 4;
+template <Span kRows>
+constexpr int kTwiceMinBlocks = kRows == Span::Double ? 3 : 4;
 
-template <typename scalar_t, int R>
-__global__ void __launch_bounds__(kThreads, kTwiceMinBlocks)
+template <typename scalar_t, int R, Span kRows>
+__global__ void __launch_bounds__(kThreads, kTwiceMinBlocks<kRows>)
     gather_twice_kernel(const scalar_t* __restrict__ grad_out, scalar_t* __restrict__ grad_in, int64_t planes,
-                        AxisPlan<opmath_type<scalar_t>> rows, int64_t W_in) {
+                        AxisPlan<opmath_type<scalar_t>> rows, int64_t W_in, Mode mode) {
   using T = opmath_type<scalar_t>;
   constexpr int V = kV<scalar_t>;
   constexpr unsigned kAll = 0xffffffffu;
@@ -762,9 +822,11 @@ __global__ void __launch_bounds__(kThreads, kTwiceMinBlocks)
     int64_t begin[R], end[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) {  // past the last input row: an empty range after the last real one
-      const bool real = r == 0 || h0 + r < rows.in;
-      begin[r] = real ? rows.begin[h0 + r] : end[r - 1];
-      end[r] = real ? rows.end[h0 + r] : end[r - 1];
+      if (r == 0 || h0 + r < rows.in) {
+        row_range<kRows>(rows, h0 + r, begin[r], end[r]);
+      } else {
+        begin[r] = end[r] = end[r - 1];
+      }
     }
     for (int64_t p = blockIdx.z; p < planes; p += gridDim.z) {
       const scalar_t* go = grad_out + p * plane_out + 2 * k0;
@@ -776,11 +838,9 @@ __global__ void __launch_bounds__(kThreads, kTwiceMinBlocks)
           acc[r][j] = 0;
         }
       }
-      for (int64_t dh = begin[0]; dh < end[R - 1]; ++dh) {
-        const Taps<T> yt{rows.i0[dh], rows.i1[dh], rows.l[dh]};
+      // g[i] is output column 2 * k0 - 1 + i of grad_out row dh
+      const auto load_row = [&](int64_t dh, T(&g)[2 * V + 2]) {
         const scalar_t* row = go + dh * W_out;
-        // g[i] is output column 2 * k0 - 1 + i
-        T g[2 * V + 2];
         const Pack<scalar_t, V> a = load_pack<scalar_t, V>(row), b = load_pack<scalar_t, V>(row + V);
 #pragma unroll
         for (int j = 0; j < V; ++j) {
@@ -796,21 +856,49 @@ __global__ void __launch_bounds__(kThreads, kTwiceMinBlocks)
         }
         g[0] = first ? T(0) : left;  // no column -1: weight 0, value 0
         g[2 * V + 1] = last ? T(0) : right;
+      };
+      // What a grad_out row read with the row weight wy gives the thread's V columns of one
+      // input row. Explicit FMAs, as the general gather's acc += weight * v compiles to: with
+      // constant weights (the unrolled interior below) nvcc would otherwise share one product
+      // between two sums that happen to use the same weight, and add it unfused.
+      const auto add_row = [&](T wy, const T(&g)[2 * V + 2], T(&sum)[V]) {
 #pragma unroll
-        for (int r = 0; r < R; ++r) {
-          if (dh >= begin[r] && dh < end[r]) {
-            const T wy = tap_weight<T>(yt, h0 + r);
+        for (int j = 0; j < V; ++j) {
+          const T w0 = j == 0 && first ? T(0) : T(0.25), w1 = j == 0 && first ? T(1) : T(0.75);
+          const T w2 = j == V - 1 && last ? T(1) : T(0.75), w3 = j == V - 1 && last ? T(0) : T(0.25);
+          if (j == 1 && first) {  // column 1 is read by output 0 too, with weight 0
+            sum[j] = fma(wy * T(0), g[1], sum[j]);
+          }
+          sum[j] = fma(wy * w0, g[2 * j], sum[j]);
+          sum[j] = fma(wy * w1, g[2 * j + 1], sum[j]);
+          sum[j] = fma(wy * w2, g[2 * j + 2], sum[j]);
+          sum[j] = fma(wy * w3, g[2 * j + 3], sum[j]);
+        }
+      };
+      if (kRows == Span::Double && R == 2 && h0 >= 2 && h0 + R < rows.in) {
+        // Away from the edges at x2 along H too: rows h0 and h0 + 1 read grad_out rows
+        // 2 h0 - 1 .. 2 h0 + 2 and 2 h0 + 1 .. 2 h0 + 4 with the weights 1/4, 3/4, 3/4, 1/4,
+        // constants, and all six rows' loads can be issued before the sums.
+        constexpr T kWy[4] = {T(0.25), T(0.75), T(0.75), T(0.25)};
 #pragma unroll
-            for (int j = 0; j < V; ++j) {
-              const T w0 = j == 0 && first ? T(0) : T(0.25), w1 = j == 0 && first ? T(1) : T(0.75);
-              const T w2 = j == V - 1 && last ? T(1) : T(0.75), w3 = j == V - 1 && last ? T(0) : T(0.25);
-              if (j == 1 && first) {  // column 1 is read by output 0 too, with weight 0
-                acc[r][j] += (wy * T(0)) * g[1];
-              }
-              acc[r][j] += (wy * w0) * g[2 * j];
-              acc[r][j] += (wy * w1) * g[2 * j + 1];
-              acc[r][j] += (wy * w2) * g[2 * j + 2];
-              acc[r][j] += (wy * w3) * g[2 * j + 3];
+        for (int i = 0; i < 6; ++i) {
+          T g[2 * V + 2];
+          load_row(2 * h0 - 1 + i, g);
+          if (i < 4) {
+            add_row(kWy[i], g, acc[0]);
+          }
+          if (i >= 2) {
+            add_row(kWy[i - 2], g, acc[1]);
+          }
+        }
+      } else {
+        for (int64_t dh = begin[0]; dh < end[R - 1]; ++dh) {
+          T g[2 * V + 2];
+          load_row(dh, g);
+#pragma unroll
+          for (int r = 0; r < R; ++r) {
+            if (dh >= begin[r] && dh < end[r]) {
+              add_row(row_weight<kRows>(rows, mode, dh, h0 + r), g, acc[r]);
             }
           }
         }
@@ -821,6 +909,88 @@ __global__ void __launch_bounds__(kThreads, kTwiceMinBlocks)
           if (h0 + r < rows.in) {
             store_rounded_pack<scalar_t, V>(grad_in + p * plane_in + (h0 + r) * W_in + k0, acc[r]);
           }
+        }
+      }
+    }
+  }
+}
+
+// The gather of an exact x0.5 along W (W_in = 2 * W_out, ratio 2; half_pixel
+// or tf_legacy), the forward's Span::Halve transposed: output column d reads
+// input columns 2d and 2d + 1 alone, with the weights 1 - l and l (half_pixel:
+// s = 2d + 0.5, l = 0.5; tf_legacy: s = 2d, l = 0), so input column i is read
+// by output column i / 2 alone. A thread owns V = kV input columns from k0
+// (one 16-byte store per row) of kHalveRows rows and one plane: per grad_out
+// row it reads the V / 2 columns from k0 / 2 as one 8-byte load. The general
+// gather does the same sums (one column per window, the rows in the plan's
+// order), so this kernel gives its bits. Rows: as in the x2 kernel.
+//
+// Why: at x0.5 grad_in is 4 times grad_out, and the general gather, one value
+// of kPlanes planes per thread with its window of 2 columns, 1 of them real,
+// spends its time on lookups and scalar stores (README, section 5). Two A/B
+// runs on the H100 (CUDA-graph replays of the kernel op, (8, 64, 256, 256)
+// grad_in, ms; general gather -> this kernel with the row plan -> rows worked
+// out in place, no plan kernel, as kept):
+//   x0.5 float32    0.071 -> 0.064 -> 0.059 (78% -> 94% of the floor)
+//   x0.5 bfloat16   0.045 -> 0.033 -> 0.029 (62% -> 96%)
+// 4 rows per thread instead of kHalveRows = 2: 0.060 and 0.030 ms.
+constexpr int kHalveRows = 2;
+
+template <typename scalar_t, int R, Span kRows>
+__global__ void __launch_bounds__(kThreads)
+    gather_halve_kernel(const scalar_t* __restrict__ grad_out, scalar_t* __restrict__ grad_in, int64_t planes,
+                        AxisPlan<opmath_type<scalar_t>> rows, int64_t W_in, Mode mode) {
+  using T = opmath_type<scalar_t>;
+  constexpr int V = kV<scalar_t>, H = V / 2;
+  const int64_t groups = W_in / V;  // the host checks W_in % V == 0
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= groups) {
+    return;
+  }
+  const int64_t k0 = t * V, W_out = W_in / 2, plane_in = rows.in * W_in, plane_out = rows.out * W_out;
+  const T l = mode == Mode::HalfPixel ? T(0.5) : T(0);
+  const T w_even = tap_weight<T>(Taps<T>{0, 1, l}, 0), w_odd = tap_weight<T>(Taps<T>{0, 1, l}, 1);
+  for (int64_t h0 = (static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y) * R; h0 < rows.in;
+       h0 += static_cast<int64_t>(gridDim.y) * blockDim.y * R) {
+    int64_t begin[R], end[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {  // past the last input row: an empty range after the last real one
+      if (r == 0 || h0 + r < rows.in) {
+        row_range<kRows>(rows, h0 + r, begin[r], end[r]);
+      } else {
+        begin[r] = end[r] = end[r - 1];
+      }
+    }
+    for (int64_t p = blockIdx.z; p < planes; p += gridDim.z) {
+      const scalar_t* go = grad_out + p * plane_out + k0 / 2;
+      T acc[R][V];
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          acc[r][j] = 0;
+        }
+      }
+      for (int64_t dh = begin[0]; dh < end[R - 1]; ++dh) {
+        scalar_t g[H];
+        load8<scalar_t, H>(go + dh * W_out, g);
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          if (dh >= begin[r] && dh < end[r]) {
+            const T wy = row_weight<kRows>(rows, mode, dh, h0 + r);
+            const T we = wy * w_even, wo = wy * w_odd;
+#pragma unroll
+            for (int j = 0; j < H; ++j) {  // explicit FMAs, as in the x2 kernel
+              acc[r][2 * j] = fma(we, static_cast<T>(g[j]), acc[r][2 * j]);
+              acc[r][2 * j + 1] = fma(wo, static_cast<T>(g[j]), acc[r][2 * j + 1]);
+            }
+          }
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        if (h0 + r < rows.in) {
+          store_rounded_pack<scalar_t, V>(grad_in + p * plane_in + (h0 + r) * W_in + k0, acc[r]);
         }
       }
     }
@@ -1054,23 +1224,74 @@ void upsample_backward_cuda(const torch::stable::Tensor& grad_out, torch::stable
     const opmath_t rh = axis_ratio<opmath_t>(g.H_in, g.H_out, g.mode, g.scale_h);
     const opmath_t rw = axis_ratio<opmath_t>(g.W_in, g.W_out, g.mode, g.scale_w);
     if (gather) {
-      // The plan: 3 values per output index and 2 per input index, per axis.
-      // Allocated on grad_out's device and stream-ordered by the caching allocator.
-      const torch::stable::Tensor index = torch::stable::new_empty(
-          grad_out, {2 * (g.H_in + g.W_in) + 2 * (g.H_out + g.W_out)}, ScalarType::Long);
-      const torch::stable::Tensor lambda = torch::stable::new_empty(
-          grad_out, {g.H_out + g.W_out}, std::is_same_v<opmath_t, double> ? ScalarType::Double : ScalarType::Float);
-      int64_t* ip = index.mutable_data_ptr<int64_t>();
-      opmath_t* lp = lambda.mutable_data_ptr<opmath_t>();
-      const AxisPlan<opmath_t> rows{g.H_in, g.H_out, rh, ip, ip + g.H_out, lp,
-                                    ip + 2 * g.H_out, ip + 2 * g.H_out + g.H_in};
-      ip += 2 * (g.H_out + g.H_in);
-      const AxisPlan<opmath_t> cols{g.W_in, g.W_out, rw, ip, ip + g.W_out, lp + g.H_out,
-                                    ip + 2 * g.W_out, ip + 2 * g.W_out + g.W_in};
-      const int64_t longest = std::max({g.H_in, g.W_in, g.H_out, g.W_out});
-      const dim3 plan_grid(static_cast<unsigned>((longest + kThreads - 1) / kThreads), 2);
-      plan_kernel<opmath_t><<<plan_grid, kThreads, 0, stream>>>(rows, cols, g.mode);
-      STD_CUDA_KERNEL_LAUNCH_CHECK();
+      // An exact x2 (half_pixel) or x0.5 (half_pixel, tf_legacy) along W takes
+      // gather_twice_kernel or gather_halve_kernel, when their 16-byte loads and
+      // stores are aligned (every row too: W_in a multiple of V). Their rows take
+      // the same closed form when H has the same exact ratio, else the row plan.
+      Span exact_w = Span::Taps, exact_h = Span::Taps;
+      if constexpr (!std::is_same_v<scalar_t, double>) {
+        const auto exact = [&](int64_t in, int64_t out, opmath_t ratio) {  // exact in float below 2^22
+          if (g.mode == Mode::HalfPixel && ratio == opmath_t(0.5) && out == 2 * in && out < (int64_t(1) << 22)) {
+            return Span::Double;
+          }
+          if (g.mode != Mode::AlignCorners && ratio == opmath_t(2) && in == 2 * out && in < (int64_t(1) << 22)) {
+            return Span::Halve;
+          }
+          return Span::Taps;
+        };
+        if (!g.channels_last && g.W_in % kV<scalar_t> == 0 &&
+            reinterpret_cast<uintptr_t>(grad_out.const_data_ptr()) % 16 == 0 &&
+            reinterpret_cast<uintptr_t>(grad_in.const_data_ptr()) % 16 == 0) {
+          exact_w = exact(g.W_in, g.W_out, rw);
+          exact_h = exact_w == Span::Taps ? Span::Taps : exact(g.H_in, g.H_out, rh);
+        }
+      }
+      // The plan: 3 values per output index and 2 per input index, per axis,
+      // for the axes that need one. Allocated on grad_out's device and
+      // stream-ordered by the caching allocator.
+      AxisPlan<opmath_t> rows{g.H_in, g.H_out, rh, nullptr, nullptr, nullptr, nullptr, nullptr};
+      AxisPlan<opmath_t> cols{g.W_in, g.W_out, rw, nullptr, nullptr, nullptr, nullptr, nullptr};
+      std::optional<torch::stable::Tensor> index, lambda;  // alive until the kernels are queued
+      if (exact_w == Span::Taps || exact_h != exact_w) {
+        index = torch::stable::new_empty(grad_out, {2 * (g.H_in + g.W_in) + 2 * (g.H_out + g.W_out)},
+                                         ScalarType::Long);
+        lambda = torch::stable::new_empty(grad_out, {g.H_out + g.W_out},
+                                          std::is_same_v<opmath_t, double> ? ScalarType::Double : ScalarType::Float);
+        int64_t* ip = index->mutable_data_ptr<int64_t>();
+        opmath_t* lp = lambda->mutable_data_ptr<opmath_t>();
+        rows = {g.H_in, g.H_out, rh, ip, ip + g.H_out, lp, ip + 2 * g.H_out, ip + 2 * g.H_out + g.H_in};
+        ip += 2 * (g.H_out + g.H_in);
+        cols = {g.W_in, g.W_out, rw, ip, ip + g.W_out, lp + g.H_out, ip + 2 * g.W_out, ip + 2 * g.W_out + g.W_in};
+        const int64_t longest = std::max({g.H_in, g.W_in, g.H_out, g.W_out});
+        // blockIdx.y 0 builds the rows' plan, 1 the columns' (not needed by the exact kernels).
+        const dim3 plan_grid(static_cast<unsigned>((longest + kThreads - 1) / kThreads),
+                             exact_w == Span::Taps ? 2 : 1);
+        plan_kernel<opmath_t><<<plan_grid, kThreads, 0, stream>>>(rows, cols, g.mode);
+        STD_CUDA_KERNEL_LAUNCH_CHECK();
+      }
+      if constexpr (!std::is_same_v<scalar_t, double>) {
+        constexpr int V = kV<scalar_t>;
+        if (exact_w == Span::Double) {
+          const Launch l =
+              launch_for(g.W_in / V, (g.H_in + kTwiceRows - 1) / kTwiceRows, g.planes, 1, kGatherWidth);
+          auto kernel = exact_h == Span::Double ? gather_twice_kernel<scalar_t, kTwiceRows, Span::Double>
+                                                : gather_twice_kernel<scalar_t, kTwiceRows, Span::Taps>;
+          kernel<<<l.grid, l.block, 0, stream>>>(grad_out.const_data_ptr<scalar_t>(),
+                                                 grad_in.mutable_data_ptr<scalar_t>(), g.planes, rows, g.W_in, g.mode);
+          STD_CUDA_KERNEL_LAUNCH_CHECK();
+          return;
+        }
+        if (exact_w == Span::Halve) {
+          const Launch l =
+              launch_for(g.W_in / V, (g.H_in + kHalveRows - 1) / kHalveRows, g.planes, 1, kGatherWidth);
+          auto kernel = exact_h == Span::Halve ? gather_halve_kernel<scalar_t, kHalveRows, Span::Halve>
+                                               : gather_halve_kernel<scalar_t, kHalveRows, Span::Taps>;
+          kernel<<<l.grid, l.block, 0, stream>>>(grad_out.const_data_ptr<scalar_t>(),
+                                                 grad_in.mutable_data_ptr<scalar_t>(), g.planes, rows, g.W_in, g.mode);
+          STD_CUDA_KERNEL_LAUNCH_CHECK();
+          return;
+        }
+      }
       // Columns per window held in registers: the most grad_out columns that
       // read one input column, 2 / rw rounded up (more only at a clamped edge,
       // which the kernels handle K at a time).
@@ -1103,23 +1324,6 @@ void upsample_backward_cuda(const torch::stable::Tensor& grad_out, torch::stable
         if (C % 3 == 0) return launch(std::integral_constant<int, 3>{});
         if (C % 2 == 0) return launch(std::integral_constant<int, 2>{});
         return launch(std::integral_constant<int, 1>{});
-      }
-      // An exact x2 along W in half_pixel: gather_twice_kernel, when its 16-byte
-      // loads and stores are aligned (every row too: W_in a multiple of V).
-      if constexpr (!std::is_same_v<scalar_t, double>) {
-        constexpr int V = kV<scalar_t>;
-        const bool exact_x2 = g.mode == Mode::HalfPixel && rw == opmath_t(0.5) && g.W_out == 2 * g.W_in &&
-                              g.W_in % V == 0 && g.W_out < (int64_t(1) << 22) &&
-                              reinterpret_cast<uintptr_t>(grad_out.const_data_ptr()) % 16 == 0 &&
-                              reinterpret_cast<uintptr_t>(grad_in.const_data_ptr()) % 16 == 0;
-        if (exact_x2) {
-          const Launch l =
-              launch_for(g.W_in / V, (g.H_in + kTwiceRows - 1) / kTwiceRows, g.planes, 1, kGatherWidth);
-          gather_twice_kernel<scalar_t, kTwiceRows><<<l.grid, l.block, 0, stream>>>(
-              grad_out.const_data_ptr<scalar_t>(), grad_in.mutable_data_ptr<scalar_t>(), g.planes, rows, g.W_in);
-          STD_CUDA_KERNEL_LAUNCH_CHECK();
-          return;
-        }
       }
       // A thread sums kPlanes planes at once: the plan lookups and weights are
       // shared, and kPlanes independent loads are in flight per step. Up to 8

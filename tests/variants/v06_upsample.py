@@ -234,12 +234,30 @@ VARIANTS = [
             "const bool twice = rw == opmath_t(0.5)", cuda_only=True),
     Variant("cuda-gather-x2-any-mode", "takes the CUDA gather's exact-x2 path whenever the ratio is 1/2, tf_legacy "
             "included (whose outputs 2k and 2k + 1 read column k with weights 1 and 0.5)",
-            "csrc/upsample_cuda.cu", "const bool exact_x2 = g.mode == Mode::HalfPixel && rw == opmath_t(0.5)",
-            "const bool exact_x2 = rw == opmath_t(0.5)", cuda_only=True),
+            "csrc/upsample_cuda.cu", "if (g.mode == Mode::HalfPixel && ratio == opmath_t(0.5) && out == 2 * in",
+            "if (ratio == opmath_t(0.5) && out == 2 * in", cuda_only=True),
     Variant("cuda-gather-x2-drops-zero-weight-tap", "leaves out of the exact-x2 gather column 1's tap of weight "
             "0 (output 0): an inf there no longer makes column 1 NaN, as it does in PyTorch's backward",
             "csrc/upsample_cuda.cu", "              if (j == 1 && first) {  // column 1 is read by output 0 too",
             "              if (false) {  // column 1 is read by output 0 too", cuda_only=True),
+    Variant("cuda-gather-x2-rows-skip-zero-weight-tap", "starts input row 1's range at output 1 in the exact-x2 "
+            "gather's closed-form rows, leaving out output 0's tap of weight 0 (an inf there no longer makes row 1 "
+            "NaN)",
+            "csrc/upsample_cuda.cu", "    begin = h <= 1 ? 0 : 2 * h - 1;", "    begin = h == 0 ? 0 : 2 * h - 1;",
+            cuda_only=True),
+    Variant("cuda-gather-x2-rows-unclamped", "does not clamp the last input row's range to H_out in the exact-x2 "
+            "gather's closed-form rows (it reads one row past the plane)",
+            "csrc/upsample_cuda.cu", "    end = 2 * h + 3 < rows.out ? 2 * h + 3 : rows.out;",
+            "    end = 2 * h + 3;", cuda_only=True),
+    Variant("cuda-gather-x0.5-half-pixel-weights", "weights the exact-x0.5 gather's two columns 0.5 and 0.5 in "
+            "every mode (tf_legacy's are 1 and 0)",
+            "csrc/upsample_cuda.cu", "  const T l = mode == Mode::HalfPixel ? T(0.5) : T(0);", "  const T l = T(0.5);",
+            cuda_only=True),
+    Variant("cuda-gather-exact-rows-any-ratio", "uses the exact kernels' closed-form rows whenever W is exact, "
+            "whatever H's ratio",
+            "csrc/upsample_cuda.cu",
+            "          exact_h = exact_w == Span::Taps ? Span::Taps : exact(g.H_in, g.H_out, rh);",
+            "          exact_h = exact_w;", cuda_only=True),
     Variant("cuda-forward-default-stream", "launches the CUDA forward on the legacy default stream",
             "csrc/upsample_cuda.cu", "    kernel<<<l.grid, l.block, 0, stream>>>(\n        x.const_data_ptr<scalar_t>()",
             "    kernel<<<l.grid, l.block>>>(\n        x.const_data_ptr<scalar_t>()", cuda_only=True),
