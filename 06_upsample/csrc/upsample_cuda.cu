@@ -731,6 +731,34 @@ __device__ __forceinline__ T row_weight(const AxisPlan<T>& rows, Mode mode, int6
   }
 }
 
+// The ranges of a thread's R input rows h0 .. h0 + R - 1. Past the last input row:
+// an empty range after the last real one, so that [begin[0], end[R - 1]) covers
+// every grad_out row the thread reads.
+template <Span kRows, int R, typename T>
+__device__ __forceinline__ void row_ranges(const AxisPlan<T>& rows, int64_t h0, int64_t (&begin)[R],
+                                           int64_t (&end)[R]) {
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    if (r == 0 || h0 + r < rows.in) {
+      row_range<kRows>(rows, h0 + r, begin[r], end[r]);
+    } else {
+      begin[r] = end[r] = end[r - 1];
+    }
+  }
+}
+
+// The exact gathers' stores: 16 bytes of each of the thread's R rows (W_in
+// apart) that exist (`rows_left` of them from dst's).
+template <typename scalar_t, int R, int V, typename T>
+__device__ __forceinline__ void store_rows(scalar_t* dst, int64_t W_in, int64_t rows_left, const T (&acc)[R][V]) {
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    if (r < rows_left) {
+      store_rounded_pack<scalar_t, V>(dst + r * W_in, acc[r]);
+    }
+  }
+}
+
 // The gather of an exact x2 along W in half_pixel (W_out = 2 * W_in, ratio 0.5),
 // the forward's Span::Double transposed. Input column k is read by output
 // columns 2k - 1, 2k, 2k + 1 and 2k + 2, with the weights 0.25, 0.75, 0.75 and
@@ -820,24 +848,10 @@ __global__ void __launch_bounds__(kThreads, kTwiceMinBlocks<kRows>)
     // The thread's R input rows h0 + r read grad_out rows [begin[r], end[r]); each row is loaded
     // once for all of them (neighbouring input rows share grad_out rows: two of four at x2).
     int64_t begin[R], end[R];
-#pragma unroll
-    for (int r = 0; r < R; ++r) {  // past the last input row: an empty range after the last real one
-      if (r == 0 || h0 + r < rows.in) {
-        row_range<kRows>(rows, h0 + r, begin[r], end[r]);
-      } else {
-        begin[r] = end[r] = end[r - 1];
-      }
-    }
+    row_ranges<kRows>(rows, h0, begin, end);
     for (int64_t p = blockIdx.z; p < planes; p += gridDim.z) {
       const scalar_t* go = grad_out + p * plane_out + 2 * k0;
-      T acc[R][V];
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-#pragma unroll
-        for (int j = 0; j < V; ++j) {
-          acc[r][j] = 0;
-        }
-      }
+      T acc[R][V] = {};
       // g[i] is output column 2 * k0 - 1 + i of grad_out row dh
       const auto load_row = [&](int64_t dh, T(&g)[2 * V + 2]) {
         const scalar_t* row = go + dh * W_out;
@@ -904,12 +918,7 @@ __global__ void __launch_bounds__(kThreads, kTwiceMinBlocks<kRows>)
         }
       }
       if (mine) {
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-          if (h0 + r < rows.in) {
-            store_rounded_pack<scalar_t, V>(grad_in + p * plane_in + (h0 + r) * W_in + k0, acc[r]);
-          }
-        }
+        store_rows<scalar_t>(grad_in + p * plane_in + h0 * W_in + k0, W_in, rows.in - h0, acc);
       }
     }
   }
@@ -953,24 +962,10 @@ __global__ void __launch_bounds__(kThreads)
   for (int64_t h0 = (static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y) * R; h0 < rows.in;
        h0 += static_cast<int64_t>(gridDim.y) * blockDim.y * R) {
     int64_t begin[R], end[R];
-#pragma unroll
-    for (int r = 0; r < R; ++r) {  // past the last input row: an empty range after the last real one
-      if (r == 0 || h0 + r < rows.in) {
-        row_range<kRows>(rows, h0 + r, begin[r], end[r]);
-      } else {
-        begin[r] = end[r] = end[r - 1];
-      }
-    }
+    row_ranges<kRows>(rows, h0, begin, end);
     for (int64_t p = blockIdx.z; p < planes; p += gridDim.z) {
       const scalar_t* go = grad_out + p * plane_out + k0 / 2;
-      T acc[R][V];
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-#pragma unroll
-        for (int j = 0; j < V; ++j) {
-          acc[r][j] = 0;
-        }
-      }
+      T acc[R][V] = {};
       for (int64_t dh = begin[0]; dh < end[R - 1]; ++dh) {
         scalar_t g[H];
         load8<scalar_t, H>(go + dh * W_out, g);
@@ -987,12 +982,7 @@ __global__ void __launch_bounds__(kThreads)
           }
         }
       }
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        if (h0 + r < rows.in) {
-          store_rounded_pack<scalar_t, V>(grad_in + p * plane_in + (h0 + r) * W_in + k0, acc[r]);
-        }
-      }
+      store_rows<scalar_t>(grad_in + p * plane_in + h0 * W_in + k0, W_in, rows.in - h0, acc);
     }
   }
 }

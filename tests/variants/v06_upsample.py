@@ -238,8 +238,8 @@ VARIANTS = [
             "if (ratio == opmath_t(0.5) && out == 2 * in", cuda_only=True),
     Variant("cuda-gather-x2-drops-zero-weight-tap", "leaves out of the exact-x2 gather column 1's tap of weight "
             "0 (output 0): an inf there no longer makes column 1 NaN, as it does in PyTorch's backward",
-            "csrc/upsample_cuda.cu", "              if (j == 1 && first) {  // column 1 is read by output 0 too",
-            "              if (false) {  // column 1 is read by output 0 too", cuda_only=True),
+            "csrc/upsample_cuda.cu", "          if (j == 1 && first) {  // column 1 is read by output 0 too",
+            "          if (false) {  // column 1 is read by output 0 too", cuda_only=True),
     Variant("cuda-gather-x2-rows-skip-zero-weight-tap", "starts input row 1's range at output 1 in the exact-x2 "
             "gather's closed-form rows, leaving out output 0's tap of weight 0 (an inf there no longer makes row 1 "
             "NaN)",
