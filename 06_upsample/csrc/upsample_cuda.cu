@@ -1260,22 +1260,16 @@ void upsample_backward_cuda(const torch::stable::Tensor& grad_out, torch::stable
         STD_CUDA_KERNEL_LAUNCH_CHECK();
       }
       if constexpr (!std::is_same_v<scalar_t, double>) {
-        constexpr int V = kV<scalar_t>;
-        if (exact_w == Span::Double) {
-          const Launch l =
-              launch_for(g.W_in / V, (g.H_in + kTwiceRows - 1) / kTwiceRows, g.planes, 1, kGatherWidth);
-          auto kernel = exact_h == Span::Double ? gather_twice_kernel<scalar_t, kTwiceRows, Span::Double>
-                                                : gather_twice_kernel<scalar_t, kTwiceRows, Span::Taps>;
-          kernel<<<l.grid, l.block, 0, stream>>>(grad_out.const_data_ptr<scalar_t>(),
-                                                 grad_in.mutable_data_ptr<scalar_t>(), g.planes, rows, g.W_in, g.mode);
-          STD_CUDA_KERNEL_LAUNCH_CHECK();
-          return;
-        }
-        if (exact_w == Span::Halve) {
-          const Launch l =
-              launch_for(g.W_in / V, (g.H_in + kHalveRows - 1) / kHalveRows, g.planes, 1, kGatherWidth);
-          auto kernel = exact_h == Span::Halve ? gather_halve_kernel<scalar_t, kHalveRows, Span::Halve>
-                                               : gather_halve_kernel<scalar_t, kHalveRows, Span::Taps>;
+        if (exact_w != Span::Taps) {  // the two exact kernels take the same arguments
+          const bool exact_rows = exact_h == exact_w;
+          auto kernel = exact_w == Span::Double
+                            ? (exact_rows ? gather_twice_kernel<scalar_t, kTwiceRows, Span::Double>
+                                          : gather_twice_kernel<scalar_t, kTwiceRows, Span::Taps>)
+                            : (exact_rows ? gather_halve_kernel<scalar_t, kHalveRows, Span::Halve>
+                                          : gather_halve_kernel<scalar_t, kHalveRows, Span::Taps>);
+          const int rows_per = exact_w == Span::Double ? kTwiceRows : kHalveRows;
+          const Launch l = launch_for(g.W_in / kV<scalar_t>, (g.H_in + rows_per - 1) / rows_per, g.planes, 1,
+                                      kGatherWidth);
           kernel<<<l.grid, l.block, 0, stream>>>(grad_out.const_data_ptr<scalar_t>(),
                                                  grad_in.mutable_data_ptr<scalar_t>(), g.planes, rows, g.W_in, g.mode);
           STD_CUDA_KERNEL_LAUNCH_CHECK();
