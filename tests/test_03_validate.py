@@ -446,23 +446,23 @@ def test_vectorized_cuda_stays_inside_its_tensors(ext, device, chapter_source):
     shapes' values (a kernel that touches nothing is memcheck-clean too)."""
     if device != "cuda":
         pytest.skip("needs the CUDA build")
+    cases = [(dtype, N, F) for dtype, pack in PACK.items()
+             for N, F in [(1, pack), (3, 2 * pack), (5, 33 * pack), (2, 257 * pack), (3, pack + 1), (5, 1)]]
     assert_memcheck_clean(memcheck_script(chapter_source, f"""
-for dtype, pack in {PACK!r}.items():
-    for N, F in [(1, pack), (3, 2 * pack), (5, 33 * pack), (2, 257 * pack), (3, pack + 1), (5, 1)]:
-        feats = torch.randn(N, 8, F, device="cuda", dtype=dtype)
-        points = torch.rand(N, 3, device="cuda", dtype=dtype) * 2 - 1
-        ext.forward_vectorized(feats, points)
-        ext.forward_vectorized(torch.randn(N * 8 * F + 1, device="cuda", dtype=dtype)[1:].view(N, 8, F), points)
+for dtype, N, F in {cases!r}:
+    feats = torch.randn(N, 8, F, device="cuda", dtype=dtype)
+    points = torch.rand(N, 3, device="cuda", dtype=dtype) * 2 - 1
+    ext.forward_vectorized(feats, points)
+    ext.forward_vectorized(torch.randn(N * 8 * F + 1, device="cuda", dtype=dtype)[1:].view(N, 8, F), points)
 """), "forward_vectorized on small shapes")
-    for dtype, pack in PACK.items():
-        for N, F in [(1, pack), (3, 2 * pack), (5, 33 * pack), (2, 257 * pack), (3, pack + 1), (5, 1)]:
-            feats, points = inputs(N, F, "cuda", dtype)
-            shifted = torch.empty(feats.numel() + 1, device="cuda", dtype=dtype)[1:].view_as(feats)
-            shifted.copy_(feats)
-            for name, f in [("aligned", feats), ("one element off", shifted)]:
-                with poisoned_empty():
-                    out = ext.forward_vectorized(f, points)
-                check(out, f, points, f"forward_vectorized (N={N}, F={F}, {name_of(dtype)}, {name})")
+    for dtype, N, F in cases:
+        feats, points = inputs(N, F, "cuda", dtype)
+        shifted = torch.empty(feats.numel() + 1, device="cuda", dtype=dtype)[1:].view_as(feats)
+        shifted.copy_(feats)
+        for name, f in [("aligned", feats), ("one element off", shifted)]:
+            with poisoned_empty():
+                out = ext.forward_vectorized(f, points)
+            check(out, f, points, f"forward_vectorized (N={N}, F={F}, {name_of(dtype)}, {name})")
 
 
 @pytest.mark.cuda

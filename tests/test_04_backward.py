@@ -393,9 +393,10 @@ def test_points_reduction_stays_inside_its_tensors(ext, ref, device, chapter_sou
     elsewhere; here it fails."""
     if device != "cuda":
         pytest.skip("a test of the CUDA kernel")
-    assert_memcheck_clean(memcheck_script(chapter_source, """
-for N, F in [(1, 1), (3, 40), (13, 5), (33, 256), (9, 512), (7, 4104)]:
-    for dtype in (torch.float32, torch.float16):
+    shapes, dtypes = [(1, 1), (3, 40), (13, 5), (33, 256), (9, 512), (7, 4104)], (torch.float32, torch.float16)
+    assert_memcheck_clean(memcheck_script(chapter_source, f"""
+for N, F in {shapes!r}:
+    for dtype in {dtypes!r}:
         g = torch.randn(N, F, device="cuda", dtype=dtype)
         feats = torch.randn(N, 8, F, device="cuda", dtype=dtype)
         points = torch.rand(N, 3, device="cuda", dtype=dtype) * 2 - 1
@@ -403,8 +404,8 @@ for N, F in [(1, 1), (3, 40), (13, 5), (33, 256), (9, 512), (7, 4104)]:
             ext.backward(g, feats, points, *flags)
 """), "the backward kernels on small shapes")
     # and the same shapes' values (a kernel that touches nothing is memcheck-clean too)
-    for N, F in [(1, 1), (3, 40), (13, 5), (33, 256), (9, 512), (7, 4104)]:
-        for dtype in (torch.float32, torch.float16):
+    for N, F in shapes:
+        for dtype in dtypes:
             for need_feats in (True, False):
                 check_backward(ext, ref, *inputs(N, F, "cuda", dtype), need_feats=need_feats,
                                what=f" (N={N}, F={F}, {dtype}, need_feats={need_feats})")
