@@ -925,14 +925,16 @@ torch.save(results, {str(saved)!r})
 
 
 # The gathers of an exact ratio along W are not the exercise's code, so they are tested here:
-#   x2 in half_pixel: gather_twice_kernel; x0.5 in half_pixel and tf_legacy: gather_halve_kernel.
-# Both take float32, float16 and bfloat16 with W_in a multiple of 4 or 8 (16 bytes) and aligned
-# tensors; the other modes and float64 take the general gather. They are checked against the
-# reference, and against the general gather, which the same grad_out one element past an aligned
-# address takes. The x2 kernel sums in the general gather's order except in column 1 (see its
-# comment): the same bits elsewhere, within a rounding there; the x0.5 kernel everywhere.
-# When H has the same exact ratio, their rows need no plan either, and no plan kernel runs.
-# Shapes: one thread's columns, several warps' (a warp's neighbour across the shuffle), a row
+#   x2 in half_pixel: gather_twice_kernel (NCHW) and gather_twice_nhwc_kernel (channels-last);
+#   x0.5 in half_pixel and tf_legacy: gather_halve_kernel (NCHW).
+# They take float32, float16 and bfloat16 with 16 bytes' worth of values (4 or 8) dividing W_in
+# (NCHW) or C (channels-last) and aligned tensors; the other modes and float64 take the general
+# gather. They are checked against the reference, and against the general gather, which the same
+# grad_out one element past an aligned address takes. The x2 kernels sum in the general gather's
+# order except in column 1 (see gather_twice_kernel): the same bits elsewhere, within a rounding
+# there; the x0.5 kernel everywhere. When H has the same exact ratio, their rows need no plan
+# either, and no plan kernel runs.
+# NCHW shapes: one thread's columns, several warps' (a warp's neighbour across the shuffle), a row
 # that ends inside a warp, long rows, H resized by other ratios (the row plan), an odd H.
 TWICE_SHAPES = [((1, 3, 5, 8), (10, 16)), ((2, 3, 7, 16), (14, 32)), ((1, 2, 6, 40), (12, 80)),
                 ((1, 1, 3, 264), (5, 528)), ((1, 2, 3, 2056), (7, 4112)), ((1, 3, 9, 16), (4, 32)),
@@ -941,8 +943,16 @@ TWICE_SHAPES = [((1, 3, 5, 8), (10, 16)), ((2, 3, 7, 16), (14, 32)), ((1, 2, 6, 
 HALVE_SHAPES = [((1, 3, 8, 16), (4, 8)), ((2, 3, 14, 32), (7, 16)), ((1, 2, 12, 80), (6, 40)),
                 ((1, 1, 5, 528), (3, 264)), ((1, 2, 7, 4112), (3, 2056)), ((1, 3, 4, 32), (9, 16)),
                 ((1, 2, 6, 20), (3, 10)), ((1, 1, 2, 8), (1, 4))]
-EXACT_CASES = [("x2", s, o) for s, o in TWICE_SHAPES] + [("x0.5", s, o) for s, o in HALVE_SHAPES]
-EXACT_IDS = [f"{r}-{i}" for (r, _, _), i in zip(EXACT_CASES, channel_shape_ids([(s, o) for _, s, o in EXACT_CASES]))]
+# Channels-last x2: a thread owns two neighbouring pixels, so odd and even W (the last pair half
+# empty), W = 1 and 2 (both edges in one pair), H = 1; C = 12 is 16 bytes' worth in float32 only;
+# H resized by another ratio (the row plan); rows of many pairs and several images.
+NHWC_TWICE_SHAPES = [((1, 8, 5, 7), (10, 14)), ((2, 16, 6, 8), (12, 16)), ((1, 24, 3, 1), (6, 2)),
+                     ((1, 8, 1, 3), (2, 6)), ((1, 12, 4, 6), (8, 12)), ((1, 8, 9, 10), (4, 20)),
+                     ((2, 32, 7, 33), (14, 66)), ((1, 8, 2, 2), (4, 4))]
+EXACT_CASES = ([("x2", "NCHW", s, o) for s, o in TWICE_SHAPES] + [("x0.5", "NCHW", s, o) for s, o in HALVE_SHAPES]
+               + [("x2", "channels_last", s, o) for s, o in NHWC_TWICE_SHAPES])
+EXACT_IDS = [f"{r}-{l}-{i}" for (r, l, _, _), i in
+             zip(EXACT_CASES, channel_shape_ids([(s, o) for _, _, s, o in EXACT_CASES]))]
 
 
 def cuda_kernels(fn) -> list[str]:
@@ -956,39 +966,47 @@ def cuda_kernels(fn) -> list[str]:
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("ratio, shape, size", EXACT_CASES, ids=EXACT_IDS)
-def test_gather_exact_ratio_cuda(up, device, dtype, ratio, shape, size, mode):
+@pytest.mark.parametrize("ratio, layout, shape, size", EXACT_CASES, ids=EXACT_IDS)
+def test_gather_exact_ratio_cuda(up, device, dtype, ratio, layout, shape, size, mode):
     if device != "cuda":
         pytest.skip("the CUDA kernel's test")
-    numel = shape[0] * shape[1] * size[0] * size[1]
-    grad_out = torch.randn(numel, device="cuda", dtype=dtype).view(shape[:2] + size)
-    shifted = torch.empty(numel + 1, device="cuda", dtype=dtype)[1:].view_as(grad_out)
-    shifted.copy_(grad_out)
-    what = f"{mode} gather, {ratio} along W, {list(grad_out.shape)} -> {list(shape[2:])}, {dtype}"
+    n, c = shape[:2]
+    numel = n * c * size[0] * size[1]
+    cl = layout == "channels_last"
+
+    def grad_out_at(offset: int, values: torch.Tensor) -> torch.Tensor:
+        """values, in grad_out's layout, `offset` elements past the start of a fresh allocation."""
+        buf = torch.empty(numel + offset, device="cuda", dtype=dtype)[offset:]
+        t = buf.view(n, *size, c).permute(0, 3, 1, 2) if cl else buf.view(n, c, *size)
+        return t.copy_(values)
+
+    values = torch.randn(n, c, *size, device="cuda", dtype=dtype)
+    grad_out, shifted = grad_out_at(0, values), grad_out_at(1, values)
+    what = f"{mode} gather, {ratio} along W, {layout} {list(grad_out.shape)} -> {list(shape[2:])}, {dtype}"
     with poisoned_empty():
         fast = bw(grad_out, list(shape[2:]), mode, "gather")
     general = bw(shifted, list(shape[2:]), mode, "gather")
     check(fast, ref_backward(grad_out, shape[2:], mode), what)
     modes = ["half_pixel"] if ratio == "x2" else ["half_pixel", "tf_legacy"]
-    kernel = "gather_twice_kernel" if ratio == "x2" else "gather_halve_kernel"
-    takes = mode in modes and dtype != torch.float64 and shape[3] % (16 // dtype.itemsize) == 0
+    kernel = {"x2": "gather_twice_nhwc_kernel" if cl else "gather_twice_kernel", "x0.5": "gather_halve_kernel"}[ratio]
+    width = 16 // dtype.itemsize  # values per 16 bytes
+    takes = mode in modes and dtype != torch.float64 and (c if cl else shape[3]) % width == 0
     exact_h = size[0] == 2 * shape[2] if ratio == "x2" else shape[2] == 2 * size[0]
     names = cuda_kernels(lambda: bw(grad_out, list(shape[2:]), mode, "gather"))
-    assert any(kernel in n for n in names) == takes, f"{what}: kernels launched: {names}"
+    assert any(kernel in k for k in names) == takes, f"{what}: kernels launched: {names}"
     if takes:  # a plan only for H when its ratio is not the same exact one
-        assert any("plan_kernel" in n for n in names) != exact_h, f"{what}: kernels launched: {names}"
+        assert any("plan_kernel" in k for k in names) != exact_h, f"{what}: kernels launched: {names}"
     names = cuda_kernels(lambda: bw(shifted, list(shape[2:]), mode, "gather"))
-    assert not any(kernel in n for n in names), f"{what}: one element off, it took {names}"
+    assert not any(kernel in k for k in names), f"{what}: one element off, it took {names}"
     others = torch.arange(shape[3], device="cuda") != (1 if ratio == "x2" else -1)
     assert_bitwise(fast[..., others], general[..., others], what=what + ", vs the general gather")
-    same_up_to_fma(fast[..., 1], general[..., 1], what + ", column 1 vs the general gather")
+    if shape[3] > 1:
+        same_up_to_fma(fast[..., 1], general[..., 1], what + ", column 1 vs the general gather")
     if not takes:
         return
     # NaN and inf reach the same pixels as in the general gather (every mode) ...
-    bad = nonfinite_grad_out(*shape[:2], size, dtype).to(device="cuda", dtype=dtype)
-    bad_shifted = torch.empty(numel + 1, device="cuda", dtype=dtype)[1:].view_as(bad)
-    bad_shifted.copy_(bad)
-    fast, general = (bw(t, list(shape[2:]), mode, "gather").cpu() for t in (bad, bad_shifted))
+    bad = nonfinite_grad_out(n, c, size, dtype).to(device="cuda", dtype=dtype)
+    fast, general = (bw(grad_out_at(offset, bad), list(shape[2:]), mode, "gather").cpu() for offset in (0, 1))
     for name, mask in NONFINITE_MASKS:
         wrong = (mask(fast) != mask(general)).nonzero().tolist()
         assert not wrong, (f"{what}, grad_out with NaN and inf: {len(wrong)} elements where {name} differs from the "

@@ -1101,6 +1101,161 @@ __global__ void __launch_bounds__(kThreads, kGatherNhwcMinBlocks<scalar_t>)
   }
 }
 
+// The channels-last gather of an exact x2 along W (half_pixel; C a multiple of
+// kV, 16-byte aligned tensors): gather_twice_kernel in this layout. A thread
+// owns one channel pack (kV channels, a 16-byte store) of kTwiceNhwcPixels = 2
+// neighbouring input pixels w0, w0 + 1 (w0 even) in kTwiceNhwcRows = 2 rows of
+// one image. Per grad_out row it loads the 6 packs of output columns
+// 2 w0 - 1 .. 2 w0 + 4, which its two pixels share, where the general gather
+// loads 4 per pixel and looks up each one's weight in the plan. Weights: the x2
+// kernel's constants (1/4, 3/4, 3/4, 1/4 from column 2w - 1; 1 at the edges,
+// and column 0 read by pixel 1 with weight 0), in the same order: pixel by
+// pixel its sums are the x2 kernel's, so its bits are the general gather's
+// except in input column 1 (gather_twice_kernel says why). Rows: as in the x2
+// kernel (a closed form at an exact x2 along H, constants away from the edges;
+// else the plan). w0 is even, so pixel 1 is never a thread's first pixel: the
+// weight-0 read of column 0 stays inside the thread's columns.
+//
+// A/B runs on the H100 (CUDA-graph replays of the kernel op, channels-last
+// (8, 64, 256, 256) grad_in at x2, ms; float32 / bfloat16 / float16):
+//   the general channels-last gather           0.264 / 0.195 / 0.194 (84% / 57% / 58%)
+//   this kernel, its 6 interior rows unrolled  0.268 / 0.171-0.175 / 0.205-0.209
+//   the rows in a loop (not unrolled)          0.231 / 0.173 / 0.173 (97% / 64% / 64%)
+//   + kTwiceNhwcSplit (2-byte types)           0.232 / 0.162 / 0.160 (96% / 69% / 69%)
+// Unrolled, the rows' 36 pack loads were issued at once and spilled (2-byte
+// types: 48-84 bytes at 128 registers). The loop at 3 blocks per SM (80
+// registers) spilled 322 bytes in bfloat16: 0.356 ms; so 2-byte types ask for 2
+// blocks (kTwiceNhwcMinBlocks), float32 for 3. 4 channels per thread (8-byte
+// packs, 3 blocks) in 2-byte types: 0.190-0.211 ms. What is left in 2-byte
+// types (ncu, bfloat16): 59 million warp instructions issued (97 million before
+// kTwiceNhwcSplit), 0.45 issued per scheduler per cycle, 11 of the 16 warps per SM
+// that fit active: with 128 registers a thread, too few warps hide the loads'
+// latency.
+constexpr int kTwiceNhwcPixels = 2;
+constexpr int kTwiceNhwcRows = 2;
+template <typename scalar_t>
+constexpr int kTwiceNhwcMinBlocks = sizeof(scalar_t) == 2 ? 2 : 3;
+// kTwiceNhwcSplit: in 2-byte types a pair away from the edges (most of them)
+// takes a copy of the loop whose columns all exist and whose weights are
+// constants, with no test per column (the edge pairs keep the rules, at run
+// time). float32 keeps one loop, the edges' rules for every pair: with the
+// copy it spilled 32 bytes at 3 blocks per SM and took 0.255 ms.
+template <typename scalar_t>
+constexpr bool kTwiceNhwcSplit = sizeof(scalar_t) == 2;
+
+template <typename scalar_t, int R, Span kRows>
+__global__ void __launch_bounds__(kThreads, kTwiceNhwcMinBlocks<scalar_t>)
+    gather_twice_nhwc_kernel(const scalar_t* __restrict__ grad_out, scalar_t* __restrict__ grad_in, int64_t images,
+                             int64_t C, AxisPlan<opmath_type<scalar_t>> rows, int64_t W_in, Mode mode) {
+  using T = opmath_type<scalar_t>;
+  constexpr int V = kV<scalar_t>, P = kTwiceNhwcPixels, kCols = 2 * P + 2;
+  const int64_t groups = C / V;  // the host checks C % V == 0
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;  // (pixel pair, channel group)
+  if (t >= (W_in + P - 1) / P * groups) {
+    return;
+  }
+  const int64_t q = t / groups, c = (t - q * groups) * V, w0 = q * P, W_out = 2 * W_in;
+  // Column i (0 .. kCols - 1) is output column 2 w0 - 1 + i. Pixel w0 + j reads it when k = i - 2j
+  // is 0 .. 3 (the left edge has no k = 0, the right edge no k = 3) or, for pixel 1, k = -1.
+  const int64_t row_out = W_out * C, chunks = (rows.in + R - 1) / R;
+  // kEdge: a pair with an edge (w0 = 0, or the last pixel in it) takes these rules at run time;
+  // every other pair reads all its columns with the constant weights, without a test.
+  const auto gather = [&](auto edge_tag) {
+    constexpr bool kEdge = decltype(edge_tag)::value;
+    const auto reads = [&](int j, int i) {
+      const int64_t w = w0 + j;
+      const int k = i - 2 * j;
+      if constexpr (!kEdge) {
+        return k >= 0 && k <= 3;
+      }
+      return w < W_in && (k == -1 ? w == 1 : k == 0 ? w > 0 : k == 3 ? w + 1 < W_in : k == 1 || k == 2);
+    };
+    const auto weight = [&](int j, int i) {
+      const int64_t w = w0 + j;
+      const int k = i - 2 * j;
+      if constexpr (!kEdge) {
+        return k == 0 || k == 3 ? T(0.25) : T(0.75);
+      }
+      return k == -1 ? T(0) : k == 1 ? (w == 0 ? T(1) : T(0.75)) : k == 2 ? (w + 1 == W_in ? T(1) : T(0.75)) : T(0.25);
+    };
+    for (int64_t u = blockIdx.y; u < images * chunks; u += gridDim.y) {
+      const int64_t n = u / chunks, h0 = (u - n * chunks) * R;
+      int64_t begin[R], end[R];
+      row_ranges<kRows>(rows, h0, begin, end);
+      const scalar_t* go = grad_out + n * rows.out * row_out + c;
+      T acc[P][R][V] = {};
+      const auto load_row = [&](int64_t dh, Pack<scalar_t, V>(&g)[kCols]) {
+        const scalar_t* row = go + dh * row_out;
+#pragma unroll
+        for (int i = 0; i < kCols; ++i) {
+          const int64_t d = 2 * w0 - 1 + i;
+          if (!kEdge || (d >= 0 && d < W_out)) {
+            g[i] = load_pack<scalar_t, V>(row + d * C);
+          } else {
+            g[i] = {};  // no such column: no pixel reads it
+          }
+        }
+      };
+      // Explicit FMAs, in the x2 kernel's order (add_row there says why).
+      const auto add_row = [&](int r, T wy, const Pack<scalar_t, V>(&g)[kCols]) {
+#pragma unroll
+        for (int i = 0; i < kCols; ++i) {
+#pragma unroll
+          for (int j = 0; j < P; ++j) {
+            if (reads(j, i)) {
+              const T wxy = wy * weight(j, i);
+#pragma unroll
+              for (int v = 0; v < V; ++v) {
+                acc[j][r][v] = fma(wxy, static_cast<T>(g[i].v[v]), acc[j][r][v]);
+              }
+            }
+          }
+        }
+      };
+      if (kRows == Span::Double && R == 2 && h0 >= 2 && h0 + R < rows.in) {
+        // As in the x2 kernel: grad_out rows 2 h0 - 1 .. 2 h0 + 4, weights 1/4, 3/4, 3/4, 1/4. Not
+        // unrolled here: unrolled, the 36 packs' loads were issued at once and spilled.
+#pragma unroll 1
+        for (int i = 0; i < 6; ++i) {
+          Pack<scalar_t, V> g[kCols];
+          load_row(2 * h0 - 1 + i, g);
+          if (i < 4) {
+            add_row(0, i == 0 || i == 3 ? T(0.25) : T(0.75), g);
+          }
+          if (i >= 2) {
+            add_row(1, i == 2 || i == 5 ? T(0.25) : T(0.75), g);
+          }
+        }
+      } else {
+        for (int64_t dh = begin[0]; dh < end[R - 1]; ++dh) {
+          Pack<scalar_t, V> g[kCols];
+          load_row(dh, g);
+#pragma unroll
+          for (int r = 0; r < R; ++r) {
+            if (dh >= begin[r] && dh < end[r]) {
+              add_row(r, row_weight<kRows>(rows, mode, dh, h0 + r), g);
+            }
+          }
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < P; ++j) {
+        if (w0 + j < W_in) {
+          store_rows<scalar_t>(grad_in + ((n * rows.in + h0) * W_in + w0 + j) * C + c, W_in * C, rows.in - h0,
+                               acc[j]);
+        }
+      }
+    }
+  };
+  if constexpr (kTwiceNhwcSplit<scalar_t>) {
+    if (w0 > 0 && w0 + P < W_in) {
+      gather(std::false_type{});
+      return;
+    }
+  }
+  gather(std::true_type{});
+}
+
 // Scatter: a thread per grad_out value, four atomic adds (scatter_taps).
 template <typename scalar_t, typename acc_t>
 __global__ void scatter_nhwc_kernel(const scalar_t* __restrict__ grad_out, acc_t* __restrict__ grad_in, int64_t rows,
@@ -1216,8 +1371,10 @@ void upsample_backward_cuda(const torch::stable::Tensor& grad_out, torch::stable
     if (gather) {
       // An exact x2 (half_pixel) or x0.5 (half_pixel, tf_legacy) along W takes
       // gather_twice_kernel or gather_halve_kernel, when their 16-byte loads and
-      // stores are aligned (every row too: W_in a multiple of V). Their rows take
-      // the same closed form when H has the same exact ratio, else the row plan.
+      // stores are aligned (every row too: W_in a multiple of V); channels-last,
+      // an exact x2 takes gather_twice_nhwc_kernel (every pixel too: C a multiple
+      // of V). Their rows take the same closed form when H has the same exact
+      // ratio, else the row plan.
       Span exact_w = Span::Taps, exact_h = Span::Taps;
       if constexpr (!std::is_same_v<scalar_t, double>) {
         const auto exact = [&](int64_t in, int64_t out, opmath_t ratio) {  // exact in float below 2^22
@@ -1229,10 +1386,14 @@ void upsample_backward_cuda(const torch::stable::Tensor& grad_out, torch::stable
           }
           return Span::Taps;
         };
-        if (!g.channels_last && g.W_in % kV<scalar_t> == 0 &&
-            reinterpret_cast<uintptr_t>(grad_out.const_data_ptr()) % 16 == 0 &&
+        if (reinterpret_cast<uintptr_t>(grad_out.const_data_ptr()) % 16 == 0 &&
             reinterpret_cast<uintptr_t>(grad_in.const_data_ptr()) % 16 == 0) {
-          exact_w = exact(g.W_in, g.W_out, rw);
+          if (!g.channels_last && g.W_in % kV<scalar_t> == 0) {
+            exact_w = exact(g.W_in, g.W_out, rw);
+          } else if (g.channels_last && g.channels % kV<scalar_t> == 0 &&
+                     exact(g.W_in, g.W_out, rw) == Span::Double) {  // channels-last: x2 only
+            exact_w = Span::Double;
+          }
           exact_h = exact_w == Span::Taps ? Span::Taps : exact(g.H_in, g.H_out, rh);
         }
       }
@@ -1260,6 +1421,18 @@ void upsample_backward_cuda(const torch::stable::Tensor& grad_out, torch::stable
         STD_CUDA_KERNEL_LAUNCH_CHECK();
       }
       if constexpr (!std::is_same_v<scalar_t, double>) {
+        if (exact_w != Span::Taps && g.channels_last) {
+          const int64_t images = g.planes / g.channels;
+          auto kernel = exact_h == Span::Double ? gather_twice_nhwc_kernel<scalar_t, kTwiceNhwcRows, Span::Double>
+                                                : gather_twice_nhwc_kernel<scalar_t, kTwiceNhwcRows, Span::Taps>;
+          const Launch l = launch_rows((g.W_in + kTwiceNhwcPixels - 1) / kTwiceNhwcPixels * (g.channels / kV<scalar_t>),
+                                       images * ((g.H_in + kTwiceNhwcRows - 1) / kTwiceNhwcRows));
+          kernel<<<l.grid, l.block, 0, stream>>>(grad_out.const_data_ptr<scalar_t>(),
+                                                 grad_in.mutable_data_ptr<scalar_t>(), images, g.channels, rows,
+                                                 g.W_in, g.mode);
+          STD_CUDA_KERNEL_LAUNCH_CHECK();
+          return;
+        }
         if (exact_w != Span::Taps) {  // the two exact kernels take the same arguments
           const bool exact_rows = exact_h == exact_w;
           auto kernel = exact_w == Span::Double

@@ -253,6 +253,15 @@ VARIANTS = [
             "every mode (tf_legacy's are 1 and 0)",
             "csrc/upsample_cuda.cu", "  const T l = mode == Mode::HalfPixel ? T(0.5) : T(0);", "  const T l = T(0.5);",
             cuda_only=True),
+    Variant("cuda-gather-x2-nhwc-skips-zero-weight-column", "leaves out the channels-last exact-x2 gather's read "
+            "of output column 0 by input pixel 1 (weight 0: a NaN or inf there must still reach pixel 1)",
+            "csrc/upsample_cuda.cu",
+            "      return w < W_in && (k == -1 ? w == 1 : k == 0 ? w > 0 : k == 3 ? w + 1 < W_in : k == 1 || k == 2);",
+            "      return w < W_in && (k == 0 ? w > 0 : k == 3 ? w + 1 < W_in : k == 1 || k == 2);", cuda_only=True),
+    Variant("cuda-gather-x2-nhwc-last-pair-inside", "lets the channels-last exact-x2 gather's last pixel pair take "
+            "the constant weights of the pairs inside the row (its last pixel reads a column past the row)",
+            "csrc/upsample_cuda.cu", "    if (w0 > 0 && w0 + P < W_in) {", "    if (w0 > 0 && w0 + P <= W_in) {",
+            cuda_only=True),
     Variant("cuda-gather-exact-rows-any-ratio", "uses the exact kernels' closed-form rows whenever W is exact, "
             "whatever H's ratio",
             "csrc/upsample_cuda.cu",
