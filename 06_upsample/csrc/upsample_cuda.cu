@@ -1104,8 +1104,8 @@ __global__ void __launch_bounds__(kThreads, kGatherNhwcMinBlocks<scalar_t>)
 // The channels-last gather of an exact x2 along W (half_pixel; C a multiple of
 // kV, 16-byte aligned tensors): gather_twice_kernel in this layout. A thread
 // owns one channel pack (kV channels, a 16-byte store) of kTwiceNhwcPixels = 2
-// neighbouring input pixels w0, w0 + 1 (w0 even) in kTwiceNhwcRows = 2 rows of
-// one image. Per grad_out row it loads the 6 packs of output columns
+// neighbouring input pixels w0, w0 + 1 (w0 even) in kTwiceNhwcRows rows (2 in
+// float32, 1 in 2-byte types) of one image. Per grad_out row it loads the 6 packs of output columns
 // 2 w0 - 1 .. 2 w0 + 4, which its two pixels share, where the general gather
 // loads 4 per pixel and looks up each one's weight in the plan. Weights: the x2
 // kernel's constants (1/4, 3/4, 3/4, 1/4 from column 2w - 1; 1 at the edges,
@@ -1122,19 +1122,22 @@ __global__ void __launch_bounds__(kThreads, kGatherNhwcMinBlocks<scalar_t>)
 //   this kernel, its 6 interior rows unrolled  0.268 / 0.171-0.175 / 0.205-0.209
 //   the rows in a loop (not unrolled)          0.231 / 0.173 / 0.173 (97% / 64% / 64%)
 //   + kTwiceNhwcSplit (2-byte types)           0.232 / 0.162 / 0.160 (96% / 69% / 69%)
+//   + 1 row a thread, 3 blocks (2-byte types)  0.233 / 0.159 / 0.152 (96% / 70% / 73%)
 // Unrolled, the rows' 36 pack loads were issued at once and spilled (2-byte
-// types: 48-84 bytes at 128 registers). The loop at 3 blocks per SM (80
-// registers) spilled 322 bytes in bfloat16: 0.356 ms; so 2-byte types ask for 2
-// blocks (kTwiceNhwcMinBlocks), float32 for 3. 4 channels per thread (8-byte
-// packs, 3 blocks) in 2-byte types: 0.190-0.211 ms. What is left in 2-byte
-// types (ncu, bfloat16): 59 million warp instructions issued (97 million before
-// kTwiceNhwcSplit), 0.45 issued per scheduler per cycle, 11 of the 16 warps per SM
-// that fit active: with 128 registers a thread, too few warps hide the loads'
-// latency.
+// types: 48-84 bytes at 128 registers). With 2 rows the loop at 3 blocks per
+// SM (80 registers) spilled 322 bytes in bfloat16 (0.356 ms), so 2-byte types
+// asked for 2 blocks (128 registers), until they took 1 row a thread
+// (kTwiceNhwcRows): fewer loads shared, but 3 blocks (bfloat16 still spills
+// about 100 bytes; 4 blocks spilled 208-248: 0.191 ms). float32 keeps 2 rows: 1
+// row took 0.265 ms. 4 channels per thread (8-byte packs, 3 blocks) in 2-byte
+// types: 0.190-0.211 ms. What is left in 2-byte types (ncu, bfloat16, 2 rows
+// and 2 blocks): 59 million warp instructions issued (97 million before
+// kTwiceNhwcSplit), 0.45 per scheduler per cycle, 11 active warps per SM of
+// the 16 that fit: too few warps hide the loads' latency.
 constexpr int kTwiceNhwcPixels = 2;
-constexpr int kTwiceNhwcRows = 2;
 template <typename scalar_t>
-constexpr int kTwiceNhwcMinBlocks = sizeof(scalar_t) == 2 ? 2 : 3;
+constexpr int kTwiceNhwcRows = sizeof(scalar_t) == 2 ? 1 : 2;
+constexpr int kTwiceNhwcMinBlocks = 3;
 // kTwiceNhwcSplit: in 2-byte types a pair away from the edges (most of them)
 // takes a copy of the loop whose columns all exist and whose weights are
 // constants, with no test per column (the edge pairs keep the rules, at run
@@ -1144,7 +1147,7 @@ template <typename scalar_t>
 constexpr bool kTwiceNhwcSplit = sizeof(scalar_t) == 2;
 
 template <typename scalar_t, int R, Span kRows>
-__global__ void __launch_bounds__(kThreads, kTwiceNhwcMinBlocks<scalar_t>)
+__global__ void __launch_bounds__(kThreads, kTwiceNhwcMinBlocks)
     gather_twice_nhwc_kernel(const scalar_t* __restrict__ grad_out, scalar_t* __restrict__ grad_in, int64_t images,
                              int64_t C, AxisPlan<opmath_type<scalar_t>> rows, int64_t W_in, Mode mode) {
   using T = opmath_type<scalar_t>;
@@ -1423,10 +1426,11 @@ void upsample_backward_cuda(const torch::stable::Tensor& grad_out, torch::stable
       if constexpr (!std::is_same_v<scalar_t, double>) {
         if (exact_w != Span::Taps && g.channels_last) {
           const int64_t images = g.planes / g.channels;
-          auto kernel = exact_h == Span::Double ? gather_twice_nhwc_kernel<scalar_t, kTwiceNhwcRows, Span::Double>
-                                                : gather_twice_nhwc_kernel<scalar_t, kTwiceNhwcRows, Span::Taps>;
+          constexpr int R = kTwiceNhwcRows<scalar_t>;
+          auto kernel = exact_h == Span::Double ? gather_twice_nhwc_kernel<scalar_t, R, Span::Double>
+                                                : gather_twice_nhwc_kernel<scalar_t, R, Span::Taps>;
           const Launch l = launch_rows((g.W_in + kTwiceNhwcPixels - 1) / kTwiceNhwcPixels * (g.channels / kV<scalar_t>),
-                                       images * ((g.H_in + kTwiceNhwcRows - 1) / kTwiceNhwcRows));
+                                       images * ((g.H_in + R - 1) / R));
           kernel<<<l.grid, l.block, 0, stream>>>(grad_out.const_data_ptr<scalar_t>(),
                                                  grad_in.mutable_data_ptr<scalar_t>(), images, g.channels, rows,
                                                  g.W_in, g.mode);
