@@ -1161,8 +1161,9 @@ __global__ void __launch_bounds__(kThreads, kTwiceNhwcMinBlocks)
   // Column i (0 .. kCols - 1) is output column 2 w0 - 1 + i. Pixel w0 + j reads it when k = i - 2j
   // is 0 .. 3 (the left edge has no k = 0, the right edge no k = 3) or, for pixel 1, k = -1.
   const int64_t row_out = W_out * C, chunks = (rows.in + R - 1) / R;
-  // kEdge: a pair with an edge (w0 = 0, or the last pixel in it) takes these rules at run time;
-  // every other pair reads all its columns with the constant weights, without a test.
+  // kEdge: these rules at run time, for a pair with an edge (w0 = 0, or the last pixel in it) and,
+  // in float32, every pair; in 2-byte types the other pairs read all their columns with the
+  // constant weights, without a test (kTwiceNhwcSplit).
   const auto gather = [&](auto edge_tag) {
     constexpr bool kEdge = decltype(edge_tag)::value;
     const auto reads = [&](int j, int i) {
