@@ -887,7 +887,9 @@ def test_gather_column_packs_cuda(up, device, dtype, shape, size, mode):
 # of every window bound, in both layouts and a 2-byte type.
 MEMCHECK_SHAPES = PACK_SHAPES + [((1, 2, 5, 7), (9, 13)), ((2, 3, 4, 6), (8, 12)), ((1, 4, 3, 5), (9, 16)),
                                  ((1, 3, 9, 11), (4, 5)), ((1, 8, 3, 3), (40, 40)),
-                                 ((1, 2, 3, 8), (6, 16)), ((1, 1, 3, 40), (5, 80))]  # these two: the x2 kernel
+                                 ((1, 2, 3, 8), (6, 16)), ((1, 1, 3, 40), (5, 80)),  # these two: the x2 kernel
+                                 ((1, 2, 3, 8), (12, 32)), ((1, 1, 2, 40), (5, 160)),  # and the x4 kernel
+                                 ((1, 3, 3, 16), (6, 32))]  # channels-last: the RGB x2 kernel
 
 
 @pytest.mark.cuda
@@ -925,20 +927,30 @@ torch.save(results, {str(saved)!r})
 
 
 # The gathers of an exact ratio along W are not the exercise's code, so they are tested here:
-#   x2 in half_pixel: gather_twice_kernel (NCHW) and gather_twice_nhwc_kernel (channels-last);
+#   x2 in half_pixel: gather_times_kernel (NCHW, and channels-last with 3 channels) and
+#     gather_twice_nhwc_kernel (channels-last);
+#   x4 in half_pixel: gather_times_kernel (NCHW);
 #   x0.5 in half_pixel and tf_legacy: gather_halve_kernel (NCHW).
 # They take float32, float16 and bfloat16 with 16 bytes' worth of values (4 or 8) dividing W_in
-# (NCHW) or C (channels-last) and aligned tensors; the other modes and float64 take the general
+# (NCHW, channels-last with 3 channels) or C (other channels-last) and aligned tensors; the other modes and float64 take the general
 # gather. They are checked against the reference, and against the general gather, which the same
-# grad_out one element past an aligned address takes. The x2 kernels sum in the general gather's
-# order except in column 1 (see gather_twice_kernel): the same bits elsewhere, within a rounding
-# there; the x0.5 kernel everywhere. When H has the same exact ratio, their rows need no plan
-# either, and no plan kernel runs.
+# grad_out one element past an aligned address takes. The x2 and x4 kernels sum in the general
+# gather's order except in column 1 (see gather_times_kernel): the same bits elsewhere, within a
+# rounding there; the x0.5 kernel everywhere. When H has the same exact ratio (x2, x0.5), their
+# rows need no plan either, and no plan kernel runs; at x4 the rows always take the plan.
 # NCHW shapes: one thread's columns, several warps' (a warp's neighbour across the shuffle), a row
-# that ends inside a warp, long rows, H resized by other ratios (the row plan), an odd H.
+# that ends inside a warp, long rows, H resized by other ratios (the row plan), an odd H. Rows of
+# at most 16 groups of V columns share a warp between planes: W_in <= 64 in float32, <= 128 in
+# 2-byte types, with a plane count that fills some warps and leaves the last one part empty.
 TWICE_SHAPES = [((1, 3, 5, 8), (10, 16)), ((2, 3, 7, 16), (14, 32)), ((1, 2, 6, 40), (12, 80)),
                 ((1, 1, 3, 264), (5, 528)), ((1, 2, 3, 2056), (7, 4112)), ((1, 3, 9, 16), (4, 32)),
-                ((1, 1, 1, 8), (2, 16)), ((1, 2, 2, 24), (4, 48))]
+                ((1, 1, 1, 8), (2, 16)), ((1, 2, 2, 24), (4, 48)), ((4, 9, 3, 24), (6, 48))]
+# x4: the same kinds of shapes (two values on either side of a thread's columns cross the shuffle;
+# W_in = 20 and 36 are multiples of 4, not of 8), H by x4 (its plan), x2 and a downsampling.
+QUAD_SHAPES = [((1, 3, 5, 8), (20, 32)), ((2, 3, 7, 16), (28, 64)), ((1, 2, 6, 40), (24, 160)),
+               ((1, 1, 3, 264), (12, 1056)), ((1, 2, 2, 2056), (5, 8224)), ((1, 3, 9, 16), (4, 64)),
+               ((1, 1, 1, 8), (4, 32)), ((1, 2, 3, 20), (6, 80)), ((1, 1, 2, 36), (8, 144)),
+               ((2, 19, 3, 8), (12, 32))]
 # x0.5: W_in = 20 is a multiple of 4, not of 8 (bfloat16 and float16 take the general gather).
 HALVE_SHAPES = [((1, 3, 8, 16), (4, 8)), ((2, 3, 14, 32), (7, 16)), ((1, 2, 12, 80), (6, 40)),
                 ((1, 1, 5, 528), (3, 264)), ((1, 2, 7, 4112), (3, 2056)), ((1, 3, 4, 32), (9, 16)),
@@ -949,8 +961,14 @@ HALVE_SHAPES = [((1, 3, 8, 16), (4, 8)), ((2, 3, 14, 32), (7, 16)), ((1, 2, 12, 
 NHWC_TWICE_SHAPES = [((1, 8, 5, 7), (10, 14)), ((2, 16, 6, 8), (12, 16)), ((1, 24, 3, 1), (6, 2)),
                      ((1, 8, 1, 3), (2, 6)), ((1, 12, 4, 6), (8, 12)), ((1, 8, 9, 10), (4, 20)),
                      ((2, 32, 7, 33), (14, 66)), ((1, 8, 2, 2), (4, 4))]
-EXACT_CASES = ([("x2", "NCHW", s, o) for s, o in TWICE_SHAPES] + [("x0.5", "NCHW", s, o) for s, o in HALVE_SHAPES]
-               + [("x2", "channels_last", s, o) for s, o in NHWC_TWICE_SHAPES])
+# Channels-last RGB x2: a thread owns 3 packs (V pixels of 3 channels) and takes one pixel's 3
+# values from either neighbour: W a multiple of 8 and of 4 only, a row of several warps, H = 1,
+# H resized by another ratio, narrow rows (a warp shared by images), several images.
+RGB_TWICE_SHAPES = [((1, 3, 5, 8), (10, 16)), ((2, 3, 6, 12), (12, 24)), ((1, 3, 3, 320), (6, 640)),
+                    ((1, 3, 4, 264), (7, 528)), ((3, 3, 1, 16), (2, 32)), ((5, 3, 2, 24), (4, 48))]
+EXACT_CASES = ([("x2", "NCHW", s, o) for s, o in TWICE_SHAPES] + [("x4", "NCHW", s, o) for s, o in QUAD_SHAPES]
+               + [("x0.5", "NCHW", s, o) for s, o in HALVE_SHAPES]
+               + [("x2", "channels_last", s, o) for s, o in NHWC_TWICE_SHAPES + RGB_TWICE_SHAPES])
 EXACT_IDS = [f"{r}-{l}-{i}" for (r, l, _, _), i in
              zip(EXACT_CASES, channel_shape_ids([(s, o) for _, _, s, o in EXACT_CASES]))]
 
@@ -987,23 +1005,35 @@ def test_gather_exact_ratio_cuda(up, device, dtype, ratio, layout, shape, size, 
         fast = bw(grad_out, list(shape[2:]), mode, "gather")
     general = bw(shifted, list(shape[2:]), mode, "gather")
     check(fast, ref_backward(grad_out, shape[2:], mode), what)
-    modes = ["half_pixel"] if ratio == "x2" else ["half_pixel", "tf_legacy"]
-    kernel = {"x2": "gather_twice_nhwc_kernel" if cl else "gather_twice_kernel", "x0.5": "gather_halve_kernel"}[ratio]
+    modes = ["half_pixel", "tf_legacy"] if ratio == "x0.5" else ["half_pixel"]
+    by_pixel = cl and c != 3  # gather_twice_nhwc_kernel: a 16-byte channel pack per pixel
+    kernel = {"x2": "gather_twice_nhwc_kernel" if by_pixel else "gather_times_kernel", "x4": "gather_times_kernel",
+              "x0.5": "gather_halve_kernel"}[ratio]
     width = 16 // dtype.itemsize  # values per 16 bytes
-    takes = mode in modes and dtype != torch.float64 and (c if cl else shape[3]) % width == 0
-    exact_h = size[0] == 2 * shape[2] if ratio == "x2" else shape[2] == 2 * size[0]
+    takes = mode in modes and dtype != torch.float64 and (c if by_pixel else shape[3]) % width == 0
+    exact_h = {"x2": size[0] == 2 * shape[2], "x4": False, "x0.5": shape[2] == 2 * size[0]}[ratio]
     names = cuda_kernels(lambda: bw(grad_out, list(shape[2:]), mode, "gather"))
     assert any(kernel in k for k in names) == takes, f"{what}: kernels launched: {names}"
     if takes:  # a plan only for H when its ratio is not the same exact one
         assert any("plan_kernel" in k for k in names) != exact_h, f"{what}: kernels launched: {names}"
     names = cuda_kernels(lambda: bw(shifted, list(shape[2:]), mode, "gather"))
     assert not any(kernel in k for k in names), f"{what}: one element off, it took {names}"
-    others = torch.arange(shape[3], device="cuda") != (1 if ratio == "x2" else -1)
+    if not takes:  # both are the general gather (aligned, at x4 in float32, with column packs)
+        return
+    others = torch.arange(shape[3], device="cuda") != (-1 if ratio == "x0.5" else 1)
     assert_bitwise(fast[..., others], general[..., others], what=what + ", vs the general gather")
     if shape[3] > 1:
-        same_up_to_fma(fast[..., 1], general[..., 1], what + ", column 1 vs the general gather")
-    if not takes:
-        return
+        # Column 1: the same `terms` products, summed in another order. Two orders of a float32 sum
+        # differ by at most 2 (terms - 1) eps sum|product| (the gather of |grad_out|), then one
+        # rounding to dtype.
+        factor = 4 if ratio == "x4" else 2
+        terms = (2 * factor + factor // 2) * (2 * -(-size[0] // shape[2]) + 2)  # columns x rows reading it
+        magnitude = bw(shifted.abs(), list(shape[2:]), mode, "gather")[..., 1].double()
+        bound = (2 * (terms - 1) * torch.finfo(torch.float32).eps * magnitude
+                 + torch.finfo(dtype).eps * general[..., 1].double().abs())
+        excess = (fast[..., 1].double() - general[..., 1].double()).abs() - bound
+        assert excess.max() <= 0, (f"{what}, column 1 vs the general gather: off by more than a reordered sum can "
+                                   f"be, by {excess.max().item():.3g} past the bound")
     # NaN and inf reach the same pixels as in the general gather (every mode) ...
     bad = nonfinite_grad_out(n, c, size, dtype).to(device="cuda", dtype=dtype)
     fast, general = (bw(grad_out_at(offset, bad), list(shape[2:]), mode, "gather").cpu() for offset in (0, 1))

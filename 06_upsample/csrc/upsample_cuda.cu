@@ -528,17 +528,23 @@ __device__ __forceinline__ void store_streaming(scalar_t* p, scalar_t v) {
   }
 }
 
-// N sums in T, each rounded once to scalar_t, written as one 16-byte streaming
-// store (store_outputs): dst sits on a 16-byte boundary. Both gathers that own
-// 16 bytes of neighbouring grad_in values end this way.
+// N sums in T, each rounded once to scalar_t, written as 16-byte streaming
+// stores (store_outputs), one per kV values (or one of N < kV values): dst sits
+// on a 16-byte boundary. The gathers that own 16 bytes of neighbouring grad_in
+// values, or several times 16, end this way.
 template <typename scalar_t, int N, typename T>
 __device__ __forceinline__ void store_rounded_pack(scalar_t* dst, const T (&acc)[N]) {
-  Pack<scalar_t, N> r;
+  constexpr int P = N < kV<scalar_t> ? N : kV<scalar_t>;  // values per store
+  static_assert(N % P == 0, "whole stores");
 #pragma unroll
-  for (int k = 0; k < N; ++k) {
-    r.v[k] = static_cast<scalar_t>(acc[k]);
+  for (int s = 0; s < N; s += P) {
+    Pack<scalar_t, P> r;
+#pragma unroll
+    for (int k = 0; k < P; ++k) {
+      r.v[k] = static_cast<scalar_t>(acc[s + k]);
+    }
+    store_outputs<scalar_t, P>(dst + s, r, P, true);
   }
-  store_outputs<scalar_t, N>(dst, r, N, true);
 }
 
 // grad_in[h, w] of N planes (grad_in points at the first; the same element of
@@ -747,8 +753,9 @@ __device__ __forceinline__ void row_ranges(const AxisPlan<T>& rows, int64_t h0, 
   }
 }
 
-// The exact gathers' stores: 16 bytes of each of the thread's R rows (W_in
-// apart) that exist (`rows_left` of them from dst's).
+// The exact gathers' stores: the V values (16 bytes, or a multiple) of each of
+// the thread's R rows (W_in values apart) that exist (`rows_left` of them from
+// dst's).
 template <typename scalar_t, int R, int V, typename T>
 __device__ __forceinline__ void store_rows(scalar_t* dst, int64_t W_in, int64_t rows_left, const T (&acc)[R][V]) {
 #pragma unroll
@@ -759,15 +766,57 @@ __device__ __forceinline__ void store_rows(scalar_t* dst, int64_t W_in, int64_t 
   }
 }
 
-// The gather of an exact x2 along W in half_pixel (W_out = 2 * W_in, ratio 0.5),
-// the forward's Span::Double transposed. Input column k is read by output
-// columns 2k - 1, 2k, 2k + 1 and 2k + 2, with the weights 0.25, 0.75, 0.75 and
-// 0.25 (away from the edges). A thread owns V = kV neighbouring input columns
-// from k0 (one 16-byte store per row) of kTwiceRows rows and one plane,
-// instead of one column of kGatherPlanes planes: the 2V output columns from
-// 2 * k0 are two aligned 16-byte loads, and the two beyond them (2 * k0 - 1 and
-// 2 * k0 + 2V) are the neighbouring lanes' end values, passed by a warp
-// shuffle; only lanes 0 and 31 load theirs. The row direction is the general
+// The column taps of an exact xF upsampling along W in half_pixel (F = 2 or 4),
+// the one rule both exact-upsampling gathers read. Output column d samples
+// s = (d + 1/2) / F - 1/2, so input column w is read by the 2F outputs
+// F w - F/2 + m, m = 0 .. 2F - 1, with the weights (2 min(m, 2F - 1 - m) + 1) / 2F:
+// x2 1/4, 3/4, 3/4, 1/4; x4 1/8, 3/8, 5/8, 7/8, 7/8, 5/8, 3/8, 1/8. The plan's
+// weights, exactly (sums of two float taps that are multiples of 1/2F). At the
+// edges the plan clamps:
+//   column 0 (at_first): outputs 0 .. F/2 - 1 sample s < 0, clamped to 0, and read
+//     it with weight 1 (m = F/2 .. F - 1); the taps m < F/2 do not exist;
+//   column 1 (at_second): those outputs also read it, with weight 0 (the plan's
+//     second tap, l = 0): the taps m = -F/2 .. -1, read only here;
+//   the last column (at_last): outputs with s past it read it with both taps,
+//     weight 1 (m = F .. F + F/2 - 1); the taps m >= F + F/2 do not exist.
+// A tap that does not exist has reads false and the weight 0. A weight-0 tap
+// that does exist stays in the sum, as in the plan: 0 * inf is NaN, as in
+// PyTorch's backward.
+template <typename T>
+struct ColumnTap {
+  bool reads;
+  T weight;
+};
+
+template <int F, typename T>
+__device__ __forceinline__ ColumnTap<T> times_tap(int m, bool at_first, bool at_second, bool at_last) {
+  const int from_end = 2 * F - 1 - m;
+  const T weight = T(2 * (m < from_end ? m : from_end) + 1) / T(2 * F);
+  if (m < 0) {
+    return {at_second, T(0)};
+  }
+  if (m < F / 2) {
+    return {!at_first, at_first ? T(0) : weight};
+  }
+  if (m < F) {
+    return {true, at_first ? T(1) : weight};
+  }
+  if (m < F + F / 2) {
+    return {true, at_last ? T(1) : weight};
+  }
+  return {!at_last, at_last ? T(0) : weight};
+}
+
+// The gather of an exact xF upsampling along W in half_pixel (W_out = F * W_in;
+// F = 2, the forward's Span::Double transposed, or F = 4). Input column k is
+// read by output columns 2k - 1, 2k, 2k + 1 and 2k + 2 at x2, with the weights
+// 0.25, 0.75, 0.75 and 0.25 (away from the edges; times_tap has the rule for
+// both factors and the edges). A thread owns V = kV neighbouring input columns
+// from k0 (one 16-byte store per row) of kTwiceRows rows (x4: kQuadRows) and
+// one plane, instead of one column of kGatherPlanes planes: the FV output
+// columns from F * k0 are F aligned 16-byte loads, and the F/2 on either side
+// of them are the neighbouring lanes' end values, passed by warp shuffles;
+// only lanes 0 and 31 load theirs. The row direction is the general
 // gather's (the row plan), so H may be resized by any ratio; at an exact x2
 // along H too the rows need no plan (row_range, row_weight), and away from the
 // edges their weights are constants (below).
@@ -782,7 +831,9 @@ __device__ __forceinline__ void store_rows(scalar_t* dst, int64_t W_in, int64_t 
 // final rounding hid it in every case tested). Keeping the general order there
 // (a second loop, in lane 0 of the row's first warp, while the other 31 lanes
 // wait) made bfloat16 x2 0.127 -> 0.160 ms (two A/B runs, the general gather at
-// 0.171-0.173 ms in both). Edges: column 0 is read by outputs 0, 1, 2 (weights
+// 0.171-0.173 ms in both). At x4 column 1 is ten columns (outputs 0 to 9, the
+// first two with weight 0), two passes for the general gather's windows of
+// eight, so the same holds. Edges: column 0 is read by outputs 0, 1, 2 (weights
 // 1, 0.75, 0.25), the last column by its last three (the last with weight 1:
 // both of its taps); a tap of weight 0 stays in the sum, as in the plan (0 * inf
 // is NaN, as in PyTorch's backward).
@@ -820,83 +871,152 @@ __device__ __forceinline__ void store_rows(scalar_t* dst, int64_t W_in, int64_t 
 // (add_row says why the FMAs are explicit.) Unrolled, the 2-byte kernels spill
 // 56-80 bytes under the 64-register cap of 4 blocks (bfloat16 0.130 ms); at 3
 // (80 registers) the kept kernel spills nothing. The row-plan kernel keeps 4.
+// (Since the edge rules moved into times_tap, shared with the channels-last
+// kernel, ptxas spills 8 bytes in the float32 kernel; two A/B runs: x2 float32
+// 0.2263-0.2265 -> 0.2269-0.2270 ms, bfloat16 0.1154 -> 0.1157.)
+//
+// x4 (F = 4; the rows take the plan). A thread's row is F = 4 pack loads and 2
+// values from either neighbour. The general gather with column packs took
+// 0.491 ms on (16, 256, 64, 64) float32 (77% of the floor) and bfloat16 0.503
+// (38%). Its planes are 64 wide: 16 groups of V columns in float32, 8 in
+// 2-byte types, so a warp of 32 lanes had half or a quarter of them at work.
+// kShare: a row of at most 16 groups shares the warp with other planes' rows
+// (times_lanes). A/B runs on the H100 (CUDA-graph replays, ms):
+//   x4 float32: this kernel, 2 rows a thread, 3 or 4 blocks  0.506 / 0.458
+//     + kShare, 2 rows (4 blocks; ptxas spills 12 bytes)   0.568
+//     + kShare, 1 row (kQuadRows, 4 blocks)                0.408 (93%)
+//   x4 bfloat16: 1 row, kShare, 4 or 3 blocks              0.230 (83%) / 0.241
+//   x2 of the same planes: float32 0.140 -> 0.119 ms (80% -> 94%), bfloat16
+//     0.159 -> 0.065 (35% -> 86%) with kShare.
+// kShare is a template parameter: compiled into the kernel that wide rows
+// take, its lane arithmetic cost x2 float32 0.2265 -> 0.2311 ms and bfloat16
+// 0.1154 -> 0.1202 (spills of 24 and 12 bytes).
+//
+// Channels-last RGB (NC = 3, exact x2 along W). A channels-last row of an
+// image is 3 W_in contiguous values, pixel-major, and pixel w reads output
+// pixels 2w - 1 .. 2w + 2 in its own channel: so a thread owns V pixels of 3
+// channels (3 packs), loads the 2V output pixels from 2 k0 (6 packs a row),
+// takes one pixel's 3 values from either neighbour, and tap m of its pixel j
+// is at g[3 (F j + m) + c] (NC = 1: F j + m). A plane is an image. The general
+// channels-last gather spent a thread and 16 scalar loads on each pixel. One
+// A/B run on the H100 (CUDA-graph replays, (1, 3, 1080, 1920) x2, ms; general
+// -> kRgbRows = 1 (kept) / 2): float32 0.0705 -> 0.0517 (59% -> 80%) / 0.0557,
+// bfloat16 0.0666 -> 0.0309 (31% -> 67%) / 0.0784. Two rows spilled 40 bytes
+// (float32) and 460 (bfloat16); one row spills none in float32, 28 bytes in
+// bfloat16. It does not unroll the interior rows as NC = 1 does (3 times the
+// registers per row).
 constexpr int kTwiceRows = 2;
-template <Span kRows>
-constexpr int kTwiceMinBlocks = kRows == Span::Double ? 3 : 4;
+constexpr int kQuadRows = 1;
+constexpr int kRgbRows = 1;
+// Lanes per row of the exact-upsampling gather: 32, or with fewer groups of V columns in a row
+// than 32, their count rounded up to a power of two (1 .. 16), and the warp takes 32 / that many
+// planes at once. (At x4 of a 64-wide plane a row is 16 groups in float32, 8 in 2-byte types.)
+__host__ __device__ constexpr int times_lanes(int64_t groups) {
+  return groups > 16 ? 32 : groups > 8 ? 16 : groups > 4 ? 8 : groups > 2 ? 4 : groups > 1 ? 2 : 1;
+}
+template <int F, Span kRows>
+constexpr int kTimesMinBlocks = kRows == Span::Double ? 3 : 4;
 
-template <typename scalar_t, int R, Span kRows>
-__global__ void __launch_bounds__(kThreads, kTwiceMinBlocks<kRows>)
-    gather_twice_kernel(const scalar_t* __restrict__ grad_out, scalar_t* __restrict__ grad_in, int64_t planes,
+template <typename scalar_t, int F, int NC, int R, Span kRows, bool kShare>
+__global__ void __launch_bounds__(kThreads, kTimesMinBlocks<F, kRows>)
+    gather_times_kernel(const scalar_t* __restrict__ grad_out, scalar_t* __restrict__ grad_in, int64_t planes,
                         AxisPlan<opmath_type<scalar_t>> rows, int64_t W_in, Mode mode) {
   using T = opmath_type<scalar_t>;
-  constexpr int V = kV<scalar_t>;
+  constexpr int V = kV<scalar_t>;  // pixels a thread owns along W
+  // Values a thread owns in a row (NC packs: pixel-major, channel-minor), and the values it takes
+  // from either neighbour in the warp: the F/2 pixels beyond its own.
+  constexpr int N = NC * V, H = NC * F / 2;
   constexpr unsigned kAll = 0xffffffffu;
   const int64_t groups = W_in / V;  // the host checks W_in % V == 0
-  const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int lane = static_cast<int>(threadIdx.x % 32);
+  // kShare: a row of fewer than 32 groups (times_lanes) shares each warp with S - 1 other planes'
+  // rows: lane = sub * G + the group. Then blockDim.x is 32 and gridDim.x 1.
+  const int G = kShare ? times_lanes(groups) : 32, S = 32 / G, sub = lane / G;
+  const int64_t t = G == 32 ? static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x : lane % G;
   if (t - lane >= groups) {  // the whole warp is past the row (blockDim.x is a multiple of 32)
     return;
   }
   // The warp's other threads stay for the shuffles: a thread past the row
-  // computes the last group again and stores nothing.
+  // computes the last group again and stores nothing. (Lanes 0 and 31 are
+  // then the first and the last group of a row, or past it, when G < 32.)
   const bool mine = t < groups;
   const int64_t k0 = (mine ? t : groups - 1) * V;
   const bool first = k0 == 0, last = k0 + V == W_in;
-  const int64_t W_out = 2 * W_in, plane_in = rows.in * W_in, plane_out = rows.out * W_out;
+  const int64_t row_in = W_in * NC, row_out = F * row_in, plane_in = rows.in * row_in, plane_out = rows.out * row_out;
   for (int64_t h0 = (static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y) * R; h0 < rows.in;
        h0 += static_cast<int64_t>(gridDim.y) * blockDim.y * R) {  // h0 is the same across a warp
     // The thread's R input rows h0 + r read grad_out rows [begin[r], end[r]); each row is loaded
     // once for all of them (neighbouring input rows share grad_out rows: two of four at x2).
     int64_t begin[R], end[R];
     row_ranges<kRows>(rows, h0, begin, end);
-    for (int64_t p = blockIdx.z; p < planes; p += gridDim.z) {
-      const scalar_t* go = grad_out + p * plane_out + 2 * k0;
-      T acc[R][V] = {};
-      // g[i] is output column 2 * k0 - 1 + i of grad_out row dh
-      const auto load_row = [&](int64_t dh, T(&g)[2 * V + 2]) {
-        const scalar_t* row = go + dh * W_out;
-        const Pack<scalar_t, V> a = load_pack<scalar_t, V>(row), b = load_pack<scalar_t, V>(row + V);
+    for (int64_t p0 = static_cast<int64_t>(blockIdx.z) * S; p0 < planes; p0 += static_cast<int64_t>(gridDim.z) * S) {
+      // a lane past the last plane computes the last plane again and stores nothing
+      const int64_t p = p0 + sub < planes ? p0 + sub : planes - 1;
+      const scalar_t* go = grad_out + p * plane_out + F * k0 * NC;
+      T acc[R][N] = {};
+      // g[i] is value F * k0 * NC - H + i of grad_out row dh (output column F * k0 - F / 2 + i
+      // when NC = 1; else value c of a pixel is at pixel * NC + c)
+      const auto load_row = [&](int64_t dh, T(&g)[F * N + 2 * H]) {
+        const scalar_t* row = go + dh * row_out;
+        Pack<scalar_t, V> a[F * NC];
+#pragma unroll
+        for (int q = 0; q < F * NC; ++q) {
+          a[q] = load_pack<scalar_t, V>(row + q * V);
+        }
 #pragma unroll
         for (int j = 0; j < V; ++j) {
-          g[1 + j] = static_cast<T>(a.v[j]);
-          g[1 + V + j] = static_cast<T>(b.v[j]);
-        }
-        T left = __shfl_up_sync(kAll, g[2 * V], 1), right = __shfl_down_sync(kAll, g[1], 1);
-        if (lane == 0 && !first) {
-          left = static_cast<T>(row[-1]);
-        }
-        if (lane == 31 && !last) {
-          right = static_cast<T>(row[2 * V]);
-        }
-        g[0] = first ? T(0) : left;  // no column -1: weight 0, value 0
-        g[2 * V + 1] = last ? T(0) : right;
-      };
-      // What a grad_out row read with the row weight wy gives the thread's V columns of one
-      // input row. Explicit FMAs, as the general gather's acc += weight * v compiles to: with
-      // constant weights (the unrolled interior below) nvcc would otherwise share one product
-      // between two sums that happen to use the same weight, and add it unfused.
-      const auto add_row = [&](T wy, const T(&g)[2 * V + 2], T(&sum)[V]) {
 #pragma unroll
-        for (int j = 0; j < V; ++j) {
-          const T w0 = j == 0 && first ? T(0) : T(0.25), w1 = j == 0 && first ? T(1) : T(0.75);
-          const T w2 = j == V - 1 && last ? T(1) : T(0.75), w3 = j == V - 1 && last ? T(0) : T(0.25);
-          if (j == 1 && first) {  // column 1 is read by output 0 too, with weight 0
-            sum[j] = fma(wy * T(0), g[1], sum[j]);
+          for (int q = 0; q < F * NC; ++q) {
+            g[H + q * V + j] = static_cast<T>(a[q].v[j]);
           }
-          sum[j] = fma(wy * w0, g[2 * j], sum[j]);
-          sum[j] = fma(wy * w1, g[2 * j + 1], sum[j]);
-          sum[j] = fma(wy * w2, g[2 * j + 2], sum[j]);
-          sum[j] = fma(wy * w3, g[2 * j + 3], sum[j]);
+        }
+#pragma unroll
+        for (int i = 0; i < H; ++i) {
+          T left = __shfl_up_sync(kAll, g[F * N + i], 1), right = __shfl_down_sync(kAll, g[H + i], 1);
+          if (lane == 0 && !first) {
+            left = static_cast<T>(row[i - H]);
+          }
+          if (lane == 31 && !last) {
+            right = static_cast<T>(row[F * N + i]);
+          }
+          g[i] = first ? T(0) : left;  // no column -F/2 + i: weight 0, value 0
+          g[F * N + H + i] = last ? T(0) : right;
         }
       };
-      if (kRows == Span::Double && R == 2 && h0 >= 2 && h0 + R < rows.in) {
+      // What a grad_out row read with the row weight wy gives the thread's V pixels of one input
+      // row (times_tap's taps; pixel j's tap m is output pixel F (k0 + j) - F/2 + m, at
+      // g[NC (F j + m) + c] for channel c). Explicit FMAs, as the general gather's
+      // acc += weight * v compiles to: with constant weights (the unrolled interior below) nvcc
+      // would otherwise share one product between two sums that happen to use the same weight,
+      // and add it unfused. A column that does not exist has the value 0 and the weight 0, and
+      // stays in the sum (fma(0, 0, s) is s); only column 1's weight-0 reads (m < 0) are left out
+      // elsewhere.
+      const auto add_row = [&](T wy, const T(&g)[F * N + 2 * H], T(&sum)[N]) {
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          const bool at_first = first && j == 0, at_second = first && j == 1, at_last = last && j == V - 1;
+#pragma unroll
+          for (int m = -F / 2; m < 2 * F; ++m) {
+            if (F * j + m >= 0) {
+              const ColumnTap<T> tap = times_tap<F, T>(m, at_first, at_second, at_last);
+              if (m >= 0 || tap.reads) {
+#pragma unroll
+                for (int c = 0; c < NC; ++c) {
+                  sum[j * NC + c] = fma(wy * tap.weight, g[NC * (F * j + m) + c], sum[j * NC + c]);
+                }
+              }
+            }
+          }
+        }
+      };
+      if (F == 2 && NC == 1 && kRows == Span::Double && R == 2 && h0 >= 2 && h0 + R < rows.in) {
         // Away from the edges at x2 along H too: rows h0 and h0 + 1 read grad_out rows
         // 2 h0 - 1 .. 2 h0 + 2 and 2 h0 + 1 .. 2 h0 + 4 with the weights 1/4, 3/4, 3/4, 1/4,
         // constants, and all six rows' loads can be issued before the sums.
         constexpr T kWy[4] = {T(0.25), T(0.75), T(0.75), T(0.25)};
 #pragma unroll
         for (int i = 0; i < 6; ++i) {
-          T g[2 * V + 2];
+          T g[F * N + 2 * H];
           load_row(2 * h0 - 1 + i, g);
           if (i < 4) {
             add_row(kWy[i], g, acc[0]);
@@ -907,7 +1027,7 @@ __global__ void __launch_bounds__(kThreads, kTwiceMinBlocks<kRows>)
         }
       } else {
         for (int64_t dh = begin[0]; dh < end[R - 1]; ++dh) {
-          T g[2 * V + 2];
+          T g[F * N + 2 * H];
           load_row(dh, g);
 #pragma unroll
           for (int r = 0; r < R; ++r) {
@@ -917,8 +1037,8 @@ __global__ void __launch_bounds__(kThreads, kTwiceMinBlocks<kRows>)
           }
         }
       }
-      if (mine) {
-        store_rows<scalar_t>(grad_in + p * plane_in + h0 * W_in + k0, W_in, rows.in - h0, acc);
+      if (mine && p0 + sub < planes) {
+        store_rows<scalar_t>(grad_in + p * plane_in + h0 * row_in + k0 * NC, row_in, rows.in - h0, acc);
       }
     }
   }
@@ -1102,7 +1222,7 @@ __global__ void __launch_bounds__(kThreads, kGatherNhwcMinBlocks<scalar_t>)
 }
 
 // The channels-last gather of an exact x2 along W (half_pixel; C a multiple of
-// kV, 16-byte aligned tensors): gather_twice_kernel in this layout. A thread
+// kV, 16-byte aligned tensors): gather_times_kernel (F = 2) in this layout. A thread
 // owns one channel pack (kV channels, a 16-byte store) of kTwiceNhwcPixels = 2
 // neighbouring input pixels w0, w0 + 1 (w0 even) in kTwiceNhwcRows rows (2 in
 // float32, 1 in 2-byte types) of one image. Per grad_out row it loads the 6 packs of output columns
@@ -1111,7 +1231,7 @@ __global__ void __launch_bounds__(kThreads, kGatherNhwcMinBlocks<scalar_t>)
 // kernel's constants (1/4, 3/4, 3/4, 1/4 from column 2w - 1; 1 at the edges,
 // and column 0 read by pixel 1 with weight 0), in the same order: pixel by
 // pixel its sums are the x2 kernel's, so its bits are the general gather's
-// except in input column 1 (gather_twice_kernel says why). Rows: as in the x2
+// except in input column 1 (gather_times_kernel says why). Rows: as in the x2
 // kernel (a closed form at an exact x2 along H, constants away from the edges;
 // else the plan). w0 is even, so pixel 1 is never a thread's first pixel: the
 // weight-0 read of column 0 stays inside the thread's columns.
@@ -1158,29 +1278,27 @@ __global__ void __launch_bounds__(kThreads, kTwiceNhwcMinBlocks)
     return;
   }
   const int64_t q = t / groups, c = (t - q * groups) * V, w0 = q * P, W_out = 2 * W_in;
-  // Column i (0 .. kCols - 1) is output column 2 w0 - 1 + i. Pixel w0 + j reads it when k = i - 2j
-  // is 0 .. 3 (the left edge has no k = 0, the right edge no k = 3) or, for pixel 1, k = -1.
+  // Column i (0 .. kCols - 1) is output column 2 w0 - 1 + i; pixel w0 + j reads it through
+  // times_tap's tap m = i - 2j (m = -1 for pixel 1 only).
   const int64_t row_out = W_out * C, chunks = (rows.in + R - 1) / R;
   // kEdge: these rules at run time, for a pair with an edge (w0 = 0, or the last pixel in it) and,
   // in float32, every pair; in 2-byte types the other pairs read all their columns with the
   // constant weights, without a test (kTwiceNhwcSplit).
   const auto gather = [&](auto edge_tag) {
     constexpr bool kEdge = decltype(edge_tag)::value;
-    const auto reads = [&](int j, int i) {
+    // How pixel w0 + j reads column i: times_tap's tap m = i - 2j (-1 .. 3), and no tap of a pixel
+    // past the row. Without kEdge, pixels 0, 1 and the last are not in the pair.
+    const auto tap = [&](int j, int i) {
       const int64_t w = w0 + j;
-      const int k = i - 2 * j;
-      if constexpr (!kEdge) {
-        return k >= 0 && k <= 3;
+      const int m = i - 2 * j;
+      if (m < -1 || m > 3) {
+        return ColumnTap<T>{false, T(0)};
       }
-      return w < W_in && (k == -1 ? w == 1 : k == 0 ? w > 0 : k == 3 ? w + 1 < W_in : k == 1 || k == 2);
-    };
-    const auto weight = [&](int j, int i) {
-      const int64_t w = w0 + j;
-      const int k = i - 2 * j;
       if constexpr (!kEdge) {
-        return k == 0 || k == 3 ? T(0.25) : T(0.75);
+        return times_tap<2, T>(m, false, false, false);
       }
-      return k == -1 ? T(0) : k == 1 ? (w == 0 ? T(1) : T(0.75)) : k == 2 ? (w + 1 == W_in ? T(1) : T(0.75)) : T(0.25);
+      const ColumnTap<T> t = times_tap<2, T>(m, w <= 0, w == 1, w + 1 >= W_in);
+      return ColumnTap<T>{w < W_in && t.reads, t.weight};
     };
     for (int64_t u = blockIdx.y; u < images * chunks; u += gridDim.y) {
       const int64_t n = u / chunks, h0 = (u - n * chunks) * R;
@@ -1206,8 +1324,9 @@ __global__ void __launch_bounds__(kThreads, kTwiceNhwcMinBlocks)
         for (int i = 0; i < kCols; ++i) {
 #pragma unroll
           for (int j = 0; j < P; ++j) {
-            if (reads(j, i)) {
-              const T wxy = wy * weight(j, i);
+            const ColumnTap<T> t = tap(j, i);
+            if (t.reads) {
+              const T wxy = wy * t.weight;
 #pragma unroll
               for (int v = 0; v < V; ++v) {
                 acc[j][r][v] = fma(wxy, static_cast<T>(g[i].v[v]), acc[j][r][v]);
@@ -1373,13 +1492,16 @@ void upsample_backward_cuda(const torch::stable::Tensor& grad_out, torch::stable
     const opmath_t rh = axis_ratio<opmath_t>(g.H_in, g.H_out, g.mode, g.scale_h);
     const opmath_t rw = axis_ratio<opmath_t>(g.W_in, g.W_out, g.mode, g.scale_w);
     if (gather) {
-      // An exact x2 (half_pixel) or x0.5 (half_pixel, tf_legacy) along W takes
-      // gather_twice_kernel or gather_halve_kernel, when their 16-byte loads and
-      // stores are aligned (every row too: W_in a multiple of V); channels-last,
-      // an exact x2 takes gather_twice_nhwc_kernel (every pixel too: C a multiple
-      // of V). Their rows take the same closed form when H has the same exact
-      // ratio, else the row plan.
+      // An exact x2 or x4 (half_pixel) or x0.5 (half_pixel, tf_legacy) along W
+      // takes gather_times_kernel or gather_halve_kernel, when their 16-byte
+      // loads and stores are aligned (every row too: W_in a multiple of V);
+      // channels-last, an exact x2 takes gather_twice_nhwc_kernel (every pixel
+      // too: C a multiple of V), or with 3 channels gather_times_kernel (NC = 3,
+      // W_in a multiple of V). Their rows take the same closed form when H has
+      // the same exact ratio (x2, x0.5), else the row plan (always at x4).
       Span exact_w = Span::Taps, exact_h = Span::Taps;
+      bool quad = false;  // an exact x4 along W (NCHW): exact_w stays Span::Taps
+      bool rgb = false;   // channels-last, 3 channels, an exact x2 along W: gather_times_kernel, NC = 3
       if constexpr (!std::is_same_v<scalar_t, double>) {
         const auto exact = [&](int64_t in, int64_t out, opmath_t ratio) {  // exact in float below 2^22
           if (g.mode == Mode::HalfPixel && ratio == opmath_t(0.5) && out == 2 * in && out < (int64_t(1) << 22)) {
@@ -1394,9 +1516,15 @@ void upsample_backward_cuda(const torch::stable::Tensor& grad_out, torch::stable
             reinterpret_cast<uintptr_t>(grad_in.const_data_ptr()) % 16 == 0) {
           if (!g.channels_last && g.W_in % kV<scalar_t> == 0) {
             exact_w = exact(g.W_in, g.W_out, rw);
-          } else if (g.channels_last && g.channels % kV<scalar_t> == 0 &&
-                     exact(g.W_in, g.W_out, rw) == Span::Double) {  // channels-last: x2 only
-            exact_w = Span::Double;
+            quad = g.mode == Mode::HalfPixel && rw == opmath_t(0.25) && g.W_out == 4 * g.W_in &&
+                   g.W_out < (int64_t(1) << 22);
+          } else if (g.channels_last && exact(g.W_in, g.W_out, rw) == Span::Double) {  // channels-last: x2 only
+            if (g.channels % kV<scalar_t> == 0) {
+              exact_w = Span::Double;
+            } else if (g.channels == 3 && g.W_in % kV<scalar_t> == 0) {
+              exact_w = Span::Double;
+              rgb = true;
+            }
           }
           exact_h = exact_w == Span::Taps ? Span::Taps : exact(g.H_in, g.H_out, rh);
         }
@@ -1420,12 +1548,12 @@ void upsample_backward_cuda(const torch::stable::Tensor& grad_out, torch::stable
         const int64_t longest = std::max({g.H_in, g.W_in, g.H_out, g.W_out});
         // blockIdx.y 0 builds the rows' plan, 1 the columns' (not needed by the exact kernels).
         const dim3 plan_grid(static_cast<unsigned>((longest + kThreads - 1) / kThreads),
-                             exact_w == Span::Taps ? 2 : 1);
+                             exact_w == Span::Taps && !quad ? 2 : 1);
         plan_kernel<opmath_t><<<plan_grid, kThreads, 0, stream>>>(rows, cols, g.mode);
         STD_CUDA_KERNEL_LAUNCH_CHECK();
       }
       if constexpr (!std::is_same_v<scalar_t, double>) {
-        if (exact_w != Span::Taps && g.channels_last) {
+        if (exact_w != Span::Taps && g.channels_last && !rgb) {
           const int64_t images = g.planes / g.channels;
           constexpr int R = kTwiceNhwcRows<scalar_t>;
           auto kernel = exact_h == Span::Double ? gather_twice_nhwc_kernel<scalar_t, R, Span::Double>
@@ -1438,18 +1566,30 @@ void upsample_backward_cuda(const torch::stable::Tensor& grad_out, torch::stable
           STD_CUDA_KERNEL_LAUNCH_CHECK();
           return;
         }
-        if (exact_w != Span::Taps) {  // the two exact kernels take the same arguments
+        if (exact_w != Span::Taps || quad) {  // the exact kernels take the same arguments
           const bool exact_rows = exact_h == exact_w;
-          auto kernel = exact_w == Span::Double
-                            ? (exact_rows ? gather_twice_kernel<scalar_t, kTwiceRows, Span::Double>
-                                          : gather_twice_kernel<scalar_t, kTwiceRows, Span::Taps>)
-                            : (exact_rows ? gather_halve_kernel<scalar_t, kHalveRows, Span::Halve>
-                                          : gather_halve_kernel<scalar_t, kHalveRows, Span::Taps>);
-          const int rows_per = exact_w == Span::Double ? kTwiceRows : kHalveRows;
-          const Launch l = launch_for(g.W_in / kV<scalar_t>, (g.H_in + rows_per - 1) / rows_per, g.planes, 1,
-                                      kGatherWidth);
+          // gather_times_kernel: with fewer than 32 groups a row, a warp takes 32 / times_lanes planes
+          const int64_t groups = g.W_in / kV<scalar_t>;
+          const bool share = exact_w != Span::Halve && times_lanes(groups) < 32;
+          const auto pick = [&](auto share_tag) {
+            constexpr bool kShare = decltype(share_tag)::value;
+            return quad ? gather_times_kernel<scalar_t, 4, 1, kQuadRows, Span::Taps, kShare>
+                   : rgb ? (exact_rows ? gather_times_kernel<scalar_t, 2, 3, kRgbRows, Span::Double, kShare>
+                                       : gather_times_kernel<scalar_t, 2, 3, kRgbRows, Span::Taps, kShare>)
+                   : exact_w == Span::Double
+                       ? (exact_rows ? gather_times_kernel<scalar_t, 2, 1, kTwiceRows, Span::Double, kShare>
+                                     : gather_times_kernel<scalar_t, 2, 1, kTwiceRows, Span::Taps, kShare>)
+                       : (exact_rows ? gather_halve_kernel<scalar_t, kHalveRows, Span::Halve>
+                                     : gather_halve_kernel<scalar_t, kHalveRows, Span::Taps>);
+          };
+          auto kernel = share ? pick(std::true_type{}) : pick(std::false_type{});
+          const int rows_per = quad ? kQuadRows : rgb ? kRgbRows : exact_w == Span::Double ? kTwiceRows : kHalveRows;
+          const int64_t planes = rgb ? g.planes / 3 : g.planes;  // channels-last RGB: a plane is an image
+          const int per_warp = share ? 32 / times_lanes(groups) : 1;
+          const Launch l = launch_for(per_warp > 1 ? 32 : groups, (g.H_in + rows_per - 1) / rows_per, planes,
+                                      per_warp, kGatherWidth);
           kernel<<<l.grid, l.block, 0, stream>>>(grad_out.const_data_ptr<scalar_t>(),
-                                                 grad_in.mutable_data_ptr<scalar_t>(), g.planes, rows, g.W_in, g.mode);
+                                                 grad_in.mutable_data_ptr<scalar_t>(), planes, rows, g.W_in, g.mode);
           STD_CUDA_KERNEL_LAUNCH_CHECK();
           return;
         }

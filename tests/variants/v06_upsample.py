@@ -236,10 +236,11 @@ VARIANTS = [
             "included (whose outputs 2k and 2k + 1 read column k with weights 1 and 0.5)",
             "csrc/upsample_cuda.cu", "if (g.mode == Mode::HalfPixel && ratio == opmath_t(0.5) && out == 2 * in",
             "if (ratio == opmath_t(0.5) && out == 2 * in", cuda_only=True),
-    Variant("cuda-gather-x2-drops-zero-weight-tap", "leaves out of the exact-x2 gather column 1's tap of weight "
-            "0 (output 0): an inf there no longer makes column 1 NaN, as it does in PyTorch's backward",
-            "csrc/upsample_cuda.cu", "          if (j == 1 && first) {  // column 1 is read by output 0 too",
-            "          if (false) {  // column 1 is read by output 0 too", cuda_only=True),
+    Variant("cuda-gather-x2-drops-zero-weight-tap", "leaves out of the exact-x2 and x4 gather column 1's taps of "
+            "weight 0 (outputs 0 .. F/2 - 1): an inf there no longer makes column 1 NaN, as it does in PyTorch's "
+            "backward",
+            "csrc/upsample_cuda.cu", "              if (m >= 0 || tap.reads) {", "              if (m >= 0) {",
+            cuda_only=True),
     Variant("cuda-gather-x2-rows-skip-zero-weight-tap", "starts input row 1's range at output 1 in the exact-x2 "
             "gather's closed-form rows, leaving out output 0's tap of weight 0 (an inf there no longer makes row 1 "
             "NaN)",
@@ -256,8 +257,36 @@ VARIANTS = [
     Variant("cuda-gather-x2-nhwc-skips-zero-weight-column", "leaves out the channels-last exact-x2 gather's read "
             "of output column 0 by input pixel 1 (weight 0: a NaN or inf there must still reach pixel 1)",
             "csrc/upsample_cuda.cu",
-            "      return w < W_in && (k == -1 ? w == 1 : k == 0 ? w > 0 : k == 3 ? w + 1 < W_in : k == 1 || k == 2);",
-            "      return w < W_in && (k == 0 ? w > 0 : k == 3 ? w + 1 < W_in : k == 1 || k == 2);", cuda_only=True),
+            "      const ColumnTap<T> t = times_tap<2, T>(m, w <= 0, w == 1, w + 1 >= W_in);",
+            "      const ColumnTap<T> t = times_tap<2, T>(m, w <= 0, false, w + 1 >= W_in);", cuda_only=True),
+    Variant("cuda-gather-x4-any-mode", "takes the CUDA gather's exact-x4 path whenever the ratio is 1/4, tf_legacy "
+            "included (whose outputs 4k .. 4k + 3 read column k with weights 1, 0.75, 0.5, 0.25)",
+            "csrc/upsample_cuda.cu", "            quad = g.mode == Mode::HalfPixel && rw == opmath_t(0.25)",
+            "            quad = rw == opmath_t(0.25)", cuda_only=True),
+    Variant("cuda-gather-x4-shuffles-one-value", "passes the exact gathers' neighbouring lanes one end value H "
+            "times (the x2 kernel's one shuffle), instead of the H values on either side (x4: two columns; "
+            "channels-last RGB: a pixel's three channels)",
+            "csrc/upsample_cuda.cu",
+            "          T left = __shfl_up_sync(kAll, g[F * N + i], 1), right = __shfl_down_sync(kAll, g[H + i], 1);",
+            "          T left = __shfl_up_sync(kAll, g[F * N], 1), right = __shfl_down_sync(kAll, g[H], 1);",
+            cuda_only=True),
+    Variant("cuda-gather-shared-warp-one-plane", "gives every plane that shares a warp in the exact gathers (rows "
+            "of at most 16 groups) the warp's first plane, so the others are never written",
+            "csrc/upsample_cuda.cu", "      const int64_t p = p0 + sub < planes ? p0 + sub : planes - 1;",
+            "      const int64_t p = p0 < planes ? p0 : planes - 1;", cuda_only=True),
+    Variant("cuda-gather-rgb-halo-in-pixels", "takes F/2 values from either neighbour in the exact gathers, "
+            "not F/2 pixels of NC values (right for NCHW, one value short of a channels-last RGB pixel)",
+            "csrc/upsample_cuda.cu", "  constexpr int N = NC * V, H = NC * F / 2;",
+            "  constexpr int N = NC * V, H = F / 2;", cuda_only=True),
+    Variant("cuda-gather-rgb-channel-stride", "indexes a channels-last RGB row's values as if they were one "
+            "channel's (pixel j's tap m at F j + m + c, not NC (F j + m) + c)",
+            "csrc/upsample_cuda.cu",
+            "                  sum[j * NC + c] = fma(wy * tap.weight, g[NC * (F * j + m) + c], sum[j * NC + c]);",
+            "                  sum[j * NC + c] = fma(wy * tap.weight, g[F * j + m + c], sum[j * NC + c]);",
+            cuda_only=True),
+    Variant("cuda-gather-x4-last-column-one-clamped-tap", "gives the last column weight 1 only from the first output "
+            "past it (right for x2), not from all F/2 of them: at x4 output 4 W_in - 1 reads it with weight 0",
+            "csrc/upsample_cuda.cu", "  if (m < F + F / 2) {", "  if (m < F + 1) {", cuda_only=True),
     Variant("cuda-gather-x2-nhwc-last-pair-inside", "lets the channels-last exact-x2 gather's last pixel pair take "
             "the constant weights of the pairs inside the row (its last pixel reads a column past the row)",
             "csrc/upsample_cuda.cu", "    if (w0 > 0 && w0 + P < W_in) {", "    if (w0 > 0 && w0 + P <= W_in) {",
