@@ -898,7 +898,7 @@ __device__ __forceinline__ ColumnTap<T> times_tap(int m, bool at_first, bool at_
 // channels (3 packs), loads the 2V output pixels from 2 k0 (6 packs a row),
 // takes one pixel's 3 values from either neighbour, and tap m of its pixel j
 // is at g[3 (F j + m) + c] (NC = 1: F j + m). A plane is an image. The general
-// channels-last gather spent a thread and 16 scalar loads on each pixel. One
+// channels-last gather spent a thread on each pixel: 16 taps of 3 scalar loads. One
 // A/B run on the H100 (CUDA-graph replays, (1, 3, 1080, 1920) x2, ms; general
 // -> kRgbRows = 1 (kept) / 2): float32 0.0705 -> 0.0517 (59% -> 80%) / 0.0557,
 // bfloat16 0.0666 -> 0.0309 (31% -> 67%) / 0.0784. Two rows spilled 40 bytes
