@@ -932,11 +932,12 @@ torch.save(results, {str(saved)!r})
 #   x4 in half_pixel: gather_times_kernel (NCHW);
 #   x0.5 in half_pixel and tf_legacy: gather_halve_kernel (NCHW).
 # They take float32, float16 and bfloat16 with 16 bytes' worth of values (4 or 8) dividing W_in
-# (NCHW, channels-last with 3 channels) or C (other channels-last) and aligned tensors; the other modes and float64 take the general
-# gather. They are checked against the reference, and against the general gather, which the same
-# grad_out one element past an aligned address takes. The x2 and x4 kernels sum in the general
-# gather's order except in column 1 (see gather_times_kernel): the same bits elsewhere, within a
-# rounding there; the x0.5 kernel everywhere. When H has the same exact ratio (x2, x0.5), their
+# (NCHW, channels-last with 3 channels) or C (other channels-last) and aligned tensors; the other
+# modes and float64 take the general gather. They are checked against the reference, and against
+# the general gather, which the same grad_out one element past an aligned address takes. The x2
+# and x4 kernels sum in the general gather's order except in column 1 (see gather_times_kernel):
+# the same bits elsewhere, and in column 1 no further off than reordering the sum can make it;
+# the x0.5 kernel the same bits everywhere. When H has the same exact ratio (x2, x0.5), their
 # rows need no plan either, and no plan kernel runs; at x4 the rows always take the plan.
 # NCHW shapes: one thread's columns, several warps' (a warp's neighbour across the shuffle), a row
 # that ends inside a warp, long rows, H resized by other ratios (the row plan), an odd H. Rows of
