@@ -812,8 +812,8 @@ __device__ __forceinline__ ColumnTap<T> times_tap(int m, bool at_first, bool at_
 // read by output columns 2k - 1, 2k, 2k + 1 and 2k + 2 at x2, with the weights
 // 0.25, 0.75, 0.75 and 0.25 (away from the edges; times_tap has the rule for
 // both factors and the edges). A thread owns V = kV neighbouring input columns
-// from k0 (one 16-byte store per row) of kTwiceRows rows (x4: kQuadRows) and
-// one plane, instead of one column of kGatherPlanes planes: the FV output
+// from k0 (one 16-byte store per row; NC = 3 below) of kTwiceRows rows (x4:
+// kQuadRows, RGB: kRgbRows) and one plane, instead of one column of kGatherPlanes planes: the FV output
 // columns from F * k0 are F aligned 16-byte loads, and the F/2 on either side
 // of them are the neighbouring lanes' end values, passed by warp shuffles;
 // only lanes 0 and 31 load theirs. The row direction is the general
@@ -914,11 +914,11 @@ constexpr int kRgbRows = 1;
 __host__ __device__ constexpr int times_lanes(int64_t groups) {
   return groups > 16 ? 32 : groups > 8 ? 16 : groups > 4 ? 8 : groups > 2 ? 4 : groups > 1 ? 2 : 1;
 }
-template <int F, Span kRows>
+template <Span kRows>
 constexpr int kTimesMinBlocks = kRows == Span::Double ? 3 : 4;
 
 template <typename scalar_t, int F, int NC, int R, Span kRows, bool kShare>
-__global__ void __launch_bounds__(kThreads, kTimesMinBlocks<F, kRows>)
+__global__ void __launch_bounds__(kThreads, kTimesMinBlocks<kRows>)
     gather_times_kernel(const scalar_t* __restrict__ grad_out, scalar_t* __restrict__ grad_in, int64_t planes,
                         AxisPlan<opmath_type<scalar_t>> rows, int64_t W_in, Mode mode) {
   using T = opmath_type<scalar_t>;
