@@ -1254,6 +1254,11 @@ __global__ void __launch_bounds__(kThreads, kGatherNhwcMinBlocks<scalar_t>)
 // and 2 blocks): 59 million warp instructions issued (97 million before
 // kTwiceNhwcSplit), 0.45 per scheduler per cycle, 11 active warps per SM of
 // the 16 that fit: too few warps hide the loads' latency.
+// Two later tries, both slower or level (one A/B run each, float32 / bfloat16 /
+// float16): the edge pairs out of line (__noinline__; bfloat16 spills 8 bytes)
+// 0.233 / 0.157 / 0.154; one pixel a thread walking down 8 input rows, each
+// grad_out row loaded once, 0.291 / 0.238 / 0.215 (4 rows: 0.294 / 0.223 /
+// 0.202): fewer threads hide less latency.
 constexpr int kTwiceNhwcPixels = 2;
 template <typename scalar_t>
 constexpr int kTwiceNhwcRows = sizeof(scalar_t) == 2 ? 1 : 2;
