@@ -11,6 +11,8 @@ For every case (shape, factor, dtype, memory layout) it times, in the same proce
   GPU only  (GPU) our forward and gather again, as replays of a CUDA graph of 10 calls
             (timing.bench_graph): the kernels' time without the host's Python, dispatch and
             launches, which set the pace of the smallest cases
+  copy      (GPU) a plain copy of the same bytes, timed as the floor's copy is: how near the
+            floor anything gets at the case's size
   training  on the first case, forward + backward through autograd: ours (gather) and
             F.interpolate, also under torch.use_deterministic_algorithms(True)
 with the input in the case's layout (NCHW, or channels_last) for every contender.
@@ -95,6 +97,13 @@ def run(device: str, quick: bool, compile_peer: bool = True) -> tuple[list[dict]
                 add("forward ours, GPU only", lambda: ours_fw(x, size, mode), mode, graph=True)
                 add("backward gather, GPU only", lambda: ours_bw(grad_out, list(shape[2:]), mode, "gather"), mode,
                     graph=True)
+                # What the floor means at this size: a plain copy that moves the same bytes (moved / 2
+                # read, moved / 2 written), timed as the floor's 1 GiB copy is (not in a CUDA graph:
+                # captured, a copy_ becomes a memcpy node, about 20% slower at 1 GiB on an H100).
+                src = torch.rand(moved // 8, device=device)  # float32 values: moved / 2 bytes
+                dst = torch.empty_like(src)
+                add("copy of the same bytes", lambda: dst.copy_(src), mode)
+                del src, dst
             if device == "cuda":  # on the CPU both names run the same gather kernel
                 add("backward scatter", lambda: ours_bw(grad_out, list(shape[2:]), mode, "scatter"), mode)
             if mode not in TORCH_ALIGN:

@@ -17,7 +17,9 @@ its dtype and memory layout, and every contender gets its input in that layout. 
 backward grad_out read, grad_in written) divided by the copy bandwidth measured in the same run.
 On the GPU, the `GPU only` rows time our forward and gather again as replays of a CUDA graph of
 10 calls (`coursekit.timing.bench_graph`): the kernels without the host's time per call (Python,
-dispatch, launches), which sets the pace of the smallest cases.
+dispatch, launches), which sets the pace of the smallest cases. The grey bar, `copy of the same
+bytes`, is a plain copy that moves as many bytes as the case, timed as the floor's copy is: at the
+smallest sizes even a copy stays short of the floor.
 With `COURSE_QUICK=1` the notebook also runs the benchmark at tiny sizes on this machine, to show
 the pipeline works (nothing is saved then)."""),
     new_code_cell("""import json
@@ -44,7 +46,8 @@ for dev, doc in RESULTS.items():
     print(len(quick["records"]), "quick records, e.g.", {k: quick["records"][0][k] for k in ("name", "mode", "shape", "median_ms")})"""),
     new_code_cell("""COLORS = {"forward ours": "C0", "forward F.interpolate": "C7", "forward torch.compile": "C4",
           "backward gather": "C2", "backward scatter": "C1", "backward F.interpolate": "C3",
-          "forward ours, GPU only": "lightsteelblue", "backward gather, GPU only": "lightgreen"}
+          "forward ours, GPU only": "lightsteelblue", "backward gather, GPU only": "lightgreen",
+          "copy of the same bytes": "silver"}
 
 
 def case_of(r):
