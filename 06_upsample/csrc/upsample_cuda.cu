@@ -9,6 +9,7 @@
 //   exact x2 / x0.5 gathers: x -> a group of kV input columns, y -> a pair of input rows, z -> a plane
 //   channels-last: along a row of pixels with the channel fastest, x -> kV values (forward), a pixel's group
 //   of channels (gather) or one value (scatter); y -> a chunk of kRows rows (forward) or a row (n, h)
+//   channels-last x2 gather through shared memory: x -> a tile (8 input rows x 8 pixels x 8 channel packs)
 //
 // A thread computes its taps once and reuses them for all the pixels it owns:
 // less index arithmetic per pixel, and several independent loads in flight.
@@ -1222,7 +1223,11 @@ __global__ void __launch_bounds__(kThreads, kGatherNhwcMinBlocks<scalar_t>)
 }
 
 // The channels-last gather of an exact x2 along W (half_pixel; C a multiple of
-// kV, 16-byte aligned tensors): gather_times_kernel (F = 2) in this layout. A thread
+// kV, 16-byte aligned tensors): gather_times_kernel (F = 2) in this layout. When
+// H is an exact x2 too and C a multiple of kTileG packs, gather_twice_nhwc_tile_kernel
+// (below) takes the work instead; this kernel keeps the other channel counts and
+// H resized by another ratio. The measurements here are of the case the tile
+// kernel took over (channels-last (8, 64, 256, 256) at x2), from before it. A thread
 // owns one channel pack (kV channels, a 16-byte store) of kTwiceNhwcPixels = 2
 // neighbouring input pixels w0, w0 + 1 (w0 even) in kTwiceNhwcRows rows (2 in
 // float32, 1 in 2-byte types) of one image. Per grad_out row it loads the 6 packs of output columns
@@ -1254,11 +1259,11 @@ __global__ void __launch_bounds__(kThreads, kGatherNhwcMinBlocks<scalar_t>)
 // and 2 blocks): 59 million warp instructions issued (97 million before
 // kTwiceNhwcSplit), 0.45 per scheduler per cycle, 11 active warps per SM of
 // the 16 that fit: too few warps hide the loads' latency.
-// Two later tries, both slower or level (one A/B run each, float32 / bfloat16 /
-// float16): the edge pairs out of line (__noinline__; bfloat16 spills 8 bytes)
-// 0.233 / 0.157 / 0.154; one pixel a thread walking down 8 input rows, each
-// grad_out row loaded once, 0.291 / 0.238 / 0.215 (4 rows: 0.294 / 0.223 /
-// 0.202): fewer threads hide less latency.
+// Two later tries were slower or level (float32 / bfloat16 / float16): the
+// edge pairs out of line (__noinline__) 0.233 / 0.157 / 0.154; one pixel a
+// thread walking down 8 input rows, each grad_out row loaded once, 0.291 /
+// 0.238 / 0.215. ncu of the final form (bfloat16, 1 row a thread) then showed
+// L2 at 83% of its peak and DRAM at 56%: see the tile kernel.
 constexpr int kTwiceNhwcPixels = 2;
 template <typename scalar_t>
 constexpr int kTwiceNhwcRows = sizeof(scalar_t) == 2 ? 1 : 2;
@@ -1382,6 +1387,160 @@ __global__ void __launch_bounds__(kThreads, kTwiceNhwcMinBlocks)
     }
   }
   gather(std::true_type{});
+}
+
+// The channels-last x2 gather through shared memory, when H is an exact x2 too
+// and C a multiple of kTileG packs (64 channels in 2-byte types, 32 in float32).
+// A block takes a tile of kTileH input rows x kTileW pixels x kTileG channel
+// packs of one image. It first copies the grad_out packs the tile reads (rows
+// 2 h0 - 1 .. 2 h0 + 2 kTileH, columns 2 w0 - 1 .. 2 w0 + 2 kTileW: 18 x 18 x 8
+// packs, 41 KB) into shared memory, each pack once, with cp.async (straight from
+// L2 into shared memory: the loads in flight hold no registers); then a thread
+// sums one pixel's pack in kTileR = 2 rows from there, with the weights and in
+// the order of gather_twice_nhwc_kernel (the same bits). A tile away from the
+// image's edges (most of them) takes the x2 constants, unrolled, with no test;
+// a tile at an edge takes the rules (times_tap, row_weight) at run time.
+//
+// Why: gather_twice_nhwc_kernel loads its 24 packs per pixel pair from L2, so
+// every grad_out pack crosses from L2 to the SMs about 3 times. ncu (bfloat16,
+// 2 pixels x 1 row a thread): L2 throughput 83% of its peak, DRAM 56%: L2 is
+// the wall, the reason 2-byte types stopped at 70% of the floor. The tile
+// crosses 18 x 18 / 16 x 16 = 1.27 times. A/B runs on the H100 (CUDA-graph
+// replays of the kernel op, channels-last (8, 64, 256, 256) grad_in at x2, ms;
+// float32 / bfloat16 / float16):
+//   gather_twice_nhwc_kernel                         0.233 / 0.160 / 0.151 (96% / 70% / 74%)
+//   tiles, every one taking the rules at run time    0.278 / 0.173 / 0.164
+//   the same, persistent blocks copying the next
+//     tile in while summing this one (2 buffers)     0.301 / 0.190 / 0.181
+//   interior tiles unrolled with the constants       0.221 / 0.131 / 0.129
+//   + 3 blocks per SM (kTileMinBlocks)               0.220 / 0.125 / 0.125 (102% / 89% / 89%)
+// The first tile kernel had L2 to spare (ncu: L2 51%, DRAM 46%) but issued an
+// instruction in 84% of the cycles: it was bound by its own arithmetic (the
+// edge rules per row and tap), which the interior path's constants removed.
+// Overlapping copy and sums in one block (the double buffer) left 2 blocks per
+// SM and was slower than 4 blocks that each wait for their copy: the other
+// blocks fill the wait. At 4 blocks (64 registers) 2-byte types spilled 20
+// bytes; 3 blocks (80 registers, no spill) were faster.
+constexpr int kTileG = 8, kTileW = 8, kTileR = 2;
+constexpr int kTileH = kThreads / (kTileG * kTileW) * kTileR;
+constexpr int kTileRowsOut = 2 * kTileH + 2, kTileColsOut = 2 * kTileW + 2;
+constexpr int kTileMinBlocks = 3;
+
+// Copies 16 bytes from global to shared memory, or writes zeros there when !valid
+// (gmem is then not read). cp.async needs sm_80; older GPUs take a load and a store.
+__device__ __forceinline__ void copy_to_shared(void* smem, const void* gmem, bool valid) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+  *static_cast<uint4*>(smem) = valid ? __ldg(static_cast<const uint4*>(gmem)) : make_uint4(0, 0, 0, 0);
+#else
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(valid ? 16 : 0));
+#endif
+}
+
+// Waits for this thread's copy_to_shared calls (the caller then synchronises the block).
+__device__ __forceinline__ void wait_copies_to_shared() {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+#endif
+}
+
+template <typename scalar_t, Span kRows>
+__global__ void __launch_bounds__(kThreads, kTileMinBlocks)
+    gather_twice_nhwc_tile_kernel(const scalar_t* __restrict__ grad_out, scalar_t* __restrict__ grad_in,
+                                  int64_t C, AxisPlan<opmath_type<scalar_t>> rows, int64_t W_in, Mode mode) {
+  using T = opmath_type<scalar_t>;
+  constexpr int V = kV<scalar_t>, R = kTileR;
+  static_assert(R == 2, "the interior path sums 2 rows");
+  __shared__ uint4 tile[kTileRowsOut][kTileColsOut][kTileG];
+  const int64_t g_tiles = C / V / kTileG, w_tiles = (W_in + kTileW - 1) / kTileW;
+  const int64_t h_tiles = (rows.in + kTileH - 1) / kTileH;
+  int64_t b = blockIdx.x;
+  const int64_t gt = b % g_tiles;
+  b /= g_tiles;
+  const int64_t wt = b % w_tiles;
+  b /= w_tiles;
+  const int64_t ht = b % h_tiles, n = b / h_tiles;
+  const int64_t c0 = gt * kTileG * V, w0 = wt * kTileW, h0 = ht * kTileH;
+  const int64_t H_out = rows.out, W_out = 2 * W_in;
+  const int64_t r0 = 2 * h0 - 1, d0 = 2 * w0 - 1;  // the tile's first grad_out row and column
+  const scalar_t* go = grad_out + n * H_out * W_out * C + c0;
+  for (int i = threadIdx.x; i < kTileRowsOut * kTileColsOut * kTileG; i += kThreads) {
+    const int k = i % kTileG, col = i / kTileG % kTileColsOut, row = i / (kTileG * kTileColsOut);
+    const int64_t dh = r0 + row, d = d0 + col;
+    const bool valid = dh >= 0 && dh < H_out && d >= 0 && d < W_out;
+    copy_to_shared(&tile[row][col][k], valid ? go + (dh * W_out + d) * C + k * V : go, valid);
+  }
+  wait_copies_to_shared();
+  __syncthreads();
+  const int k = threadIdx.x % kTileG, px = threadIdx.x / kTileG % kTileW, ry = threadIdx.x / (kTileG * kTileW);
+  const int64_t w = w0 + px, h = h0 + ry * R;
+  if (w >= W_in || h >= rows.in) {
+    return;
+  }
+  T acc[R][V] = {};
+  scalar_t* dst = grad_in + ((n * rows.in + h) * W_in + w) * C + c0 + k * V;
+  if (kRows == Span::Double && h0 > 0 && h0 + kTileH < rows.in && w0 > 0 && w0 + kTileW < W_in) {
+    // Rows 2 h - 1 .. 2 h + 4 (tile rows 2 R ry + i), columns 2 w - 1 .. 2 w + 2 (tile columns
+    // 2 px + m), weights 1/4, 3/4, 3/4, 1/4 both ways: the sums of the rule below, in its order.
+#pragma unroll
+    for (int i = 0; i < 2 * R + 2; ++i) {
+#pragma unroll
+      for (int m = 0; m < 4; ++m) {
+        Pack<scalar_t, V> g;
+        const uint4 raw = tile[2 * R * ry + i][2 * px + m][k];
+        memcpy(&g, &raw, sizeof(raw));
+        const T wx = m == 0 || m == 3 ? T(0.25) : T(0.75);
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          const int j = i - 2 * r;  // this row's tap
+          if (j >= 0 && j < 4) {
+            const T wxy = (j == 0 || j == 3 ? T(0.25) : T(0.75)) * wx;
+#pragma unroll
+            for (int v = 0; v < V; ++v) {
+              acc[r][v] = fma(wxy, static_cast<T>(g.v[v]), acc[r][v]);
+            }
+          }
+        }
+      }
+    }
+    store_rows<scalar_t>(dst, W_in * C, R, acc);
+    return;
+  }
+  // Pixel w reads column 2 w - 1 + m, tile column 2 px + m, through times_tap's tap m (-1 .. 3).
+  ColumnTap<T> taps[5];
+#pragma unroll
+  for (int m = -1; m <= 3; ++m) {
+    taps[m + 1] = times_tap<2, T>(m, w <= 0, w == 1, w + 1 >= W_in);
+  }
+  int64_t begin[R], end[R];
+  row_ranges<kRows>(rows, h, begin, end);
+  for (int64_t dh = begin[0]; dh < end[R - 1]; ++dh) {
+    Pack<scalar_t, V> g[5];
+#pragma unroll
+    for (int m = 0; m < 5; ++m) {
+      if (taps[m].reads) {
+        const uint4 raw = tile[dh - r0][2 * px + m - 1][k];
+        memcpy(&g[m], &raw, sizeof(raw));
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      if (dh >= begin[r] && dh < end[r]) {
+        const T wy = row_weight<kRows>(rows, mode, dh, h + r);
+#pragma unroll
+        for (int m = 0; m < 5; ++m) {
+          if (taps[m].reads) {
+            const T wxy = wy * taps[m].weight;
+#pragma unroll
+            for (int v = 0; v < V; ++v) {
+              acc[r][v] = fma(wxy, static_cast<T>(g[m].v[v]), acc[r][v]);
+            }
+          }
+        }
+      }
+    }
+  }
+  store_rows<scalar_t>(dst, W_in * C, rows.in - h, acc);
 }
 
 // Scatter: a thread per grad_out value, four atomic adds (scatter_taps).
@@ -1560,6 +1719,17 @@ void upsample_backward_cuda(const torch::stable::Tensor& grad_out, torch::stable
       if constexpr (!std::is_same_v<scalar_t, double>) {
         if (exact_w != Span::Taps && g.channels_last && !rgb) {
           const int64_t images = g.planes / g.channels;
+          if (exact_h == Span::Double && g.channels / kV<scalar_t> % kTileG == 0) {  // the tile kernel
+            const int64_t blocks = images * ((g.H_in + kTileH - 1) / kTileH) * ((g.W_in + kTileW - 1) / kTileW) *
+                                   (g.channels / kV<scalar_t> / kTileG);
+            if (blocks <= std::numeric_limits<int32_t>::max()) {
+              gather_twice_nhwc_tile_kernel<scalar_t, Span::Double><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+                  grad_out.const_data_ptr<scalar_t>(), grad_in.mutable_data_ptr<scalar_t>(), g.channels, rows, g.W_in,
+                  g.mode);
+              STD_CUDA_KERNEL_LAUNCH_CHECK();
+              return;
+            }
+          }
           constexpr int R = kTwiceNhwcRows<scalar_t>;
           auto kernel = exact_h == Span::Double ? gather_twice_nhwc_kernel<scalar_t, R, Span::Double>
                                                 : gather_twice_nhwc_kernel<scalar_t, R, Span::Taps>;
