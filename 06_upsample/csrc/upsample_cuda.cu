@@ -1444,11 +1444,12 @@ __device__ __forceinline__ void wait_copies_to_shared() {
 #endif
 }
 
-template <typename scalar_t, Span kRows>
+template <typename scalar_t>
 __global__ void __launch_bounds__(kThreads, kTileMinBlocks)
     gather_twice_nhwc_tile_kernel(const scalar_t* __restrict__ grad_out, scalar_t* __restrict__ grad_in,
-                                  int64_t C, AxisPlan<opmath_type<scalar_t>> rows, int64_t W_in, Mode mode) {
+                                  int64_t C, AxisPlan<opmath_type<scalar_t>> rows, int64_t W_in) {
   using T = opmath_type<scalar_t>;
+  constexpr Span kRows = Span::Double;  // H is an exact x2 (half_pixel) too: rows in closed form
   constexpr int V = kV<scalar_t>, R = kTileR;
   static_assert(R == 2, "the interior path sums 2 rows");
   __shared__ uint4 tile[kTileRowsOut][kTileColsOut][kTileG];
@@ -1479,7 +1480,7 @@ __global__ void __launch_bounds__(kThreads, kTileMinBlocks)
   }
   T acc[R][V] = {};
   scalar_t* dst = grad_in + ((n * rows.in + h) * W_in + w) * C + c0 + k * V;
-  if (kRows == Span::Double && h0 > 0 && h0 + kTileH < rows.in && w0 > 0 && w0 + kTileW < W_in) {
+  if (h0 > 0 && h0 + kTileH < rows.in && w0 > 0 && w0 + kTileW < W_in) {
     // Rows 2 h - 1 .. 2 h + 4 (tile rows 2 R ry + i), columns 2 w - 1 .. 2 w + 2 (tile columns
     // 2 px + m), weights 1/4, 3/4, 3/4, 1/4 both ways: the sums of the rule below, in its order.
 #pragma unroll
@@ -1526,7 +1527,7 @@ __global__ void __launch_bounds__(kThreads, kTileMinBlocks)
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       if (dh >= begin[r] && dh < end[r]) {
-        const T wy = row_weight<kRows>(rows, mode, dh, h + r);
+        const T wy = row_weight<kRows>(rows, Mode::HalfPixel, dh, h + r);
 #pragma unroll
         for (int m = 0; m < 5; ++m) {
           if (taps[m].reads) {
@@ -1723,9 +1724,9 @@ void upsample_backward_cuda(const torch::stable::Tensor& grad_out, torch::stable
             const int64_t blocks = images * ((g.H_in + kTileH - 1) / kTileH) * ((g.W_in + kTileW - 1) / kTileW) *
                                    (g.channels / kV<scalar_t> / kTileG);
             if (blocks <= std::numeric_limits<int32_t>::max()) {
-              gather_twice_nhwc_tile_kernel<scalar_t, Span::Double><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-                  grad_out.const_data_ptr<scalar_t>(), grad_in.mutable_data_ptr<scalar_t>(), g.channels, rows, g.W_in,
-                  g.mode);
+              gather_twice_nhwc_tile_kernel<scalar_t><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+                  grad_out.const_data_ptr<scalar_t>(), grad_in.mutable_data_ptr<scalar_t>(), g.channels, rows,
+                  g.W_in);
               STD_CUDA_KERNEL_LAUNCH_CHECK();
               return;
             }
