@@ -890,7 +890,8 @@ MEMCHECK_SHAPES = PACK_SHAPES + [((1, 2, 5, 7), (9, 13)), ((2, 3, 4, 6), (8, 12)
                                  ((1, 2, 3, 8), (6, 16)), ((1, 1, 3, 40), (5, 80)),  # these two: the x2 kernel
                                  ((1, 2, 3, 8), (12, 32)), ((1, 1, 2, 40), (5, 160)),  # and the x4 kernel
                                  ((1, 3, 3, 16), (6, 32)),  # channels-last: the RGB x2 kernel,
-                                 ((1, 16, 3, 5), (6, 10)), ((1, 64, 17, 18), (34, 36))]  # the pair and tile kernels
+                                 ((1, 16, 3, 5), (7, 10)),  # the pair kernel,
+                                 ((1, 16, 3, 5), (6, 10)), ((1, 64, 17, 18), (34, 36))]  # the tile kernel
 
 
 @pytest.mark.cuda
@@ -929,8 +930,8 @@ torch.save(results, {str(saved)!r})
 
 # The gathers of an exact ratio along W are not the exercise's code, so they are tested here:
 #   x2 in half_pixel: gather_times_kernel (NCHW, and channels-last with 3 channels) and
-#     gather_twice_nhwc_kernel and, when H is an exact x2 too and C a multiple of 8 packs,
-#     gather_twice_nhwc_tile_kernel (channels-last);
+#     gather_twice_nhwc_tile_kernel (channels-last, H an exact x2 too) or gather_twice_nhwc_kernel
+#     (channels-last, H resized by another ratio);
 #   x4 in half_pixel: gather_times_kernel (NCHW);
 #   x0.5 in half_pixel and tf_legacy: gather_halve_kernel (NCHW).
 # They take float32, float16 and bfloat16 with 16 bytes' worth of values (4 or 8) dividing W_in
@@ -961,15 +962,16 @@ HALVE_SHAPES = [((1, 3, 8, 16), (4, 8)), ((2, 3, 14, 32), (7, 16)), ((1, 2, 12, 
 # Channels-last x2: a thread owns two neighbouring pixels, so odd and even W (the last pair half
 # empty), W = 1 and 2 (both edges in one pair), H = 1; C = 12 is 16 bytes' worth in float32 only;
 # H resized by another ratio (the row plan); rows of many pairs and several images.
-# The tile kernel (H an exact x2 too, C a multiple of 8 packs: 64 channels in 2-byte types, 32 in
-# float32; tiles of 8 rows x 8 pixels): interior tiles (H and W past 16) and tiles cut by the
-# image's edges, several tiles of channels (C = 192), C = 32 (the tile in float32 only), and
-# H resized by another ratio with C = 64 (the pair kernel).
+# When H is an exact x2 too, the tile kernel takes them (tiles of 8 rows x 64 / G pixels x G
+# channel packs, G = 8, 4, 2 or 1, the most that divide C / V): interior tiles (H past 16, W past
+# 64 / G) and tiles cut by the image's edges, each G in one dtype or another (C = 8 .. 64, 192:
+# several tiles of channels); the pair kernel keeps H resized by another ratio (C = 8, 16, 64).
 NHWC_TWICE_SHAPES = [((1, 8, 5, 7), (10, 14)), ((2, 16, 6, 8), (12, 16)), ((1, 24, 3, 1), (6, 2)),
                      ((1, 8, 1, 3), (2, 6)), ((1, 12, 4, 6), (8, 12)), ((1, 8, 9, 10), (4, 20)),
                      ((2, 32, 7, 33), (14, 66)), ((1, 8, 2, 2), (4, 4)),
                      ((2, 64, 19, 21), (38, 42)), ((1, 192, 9, 10), (18, 20)), ((1, 64, 1, 1), (2, 2)),
-                     ((1, 32, 17, 24), (34, 48)), ((1, 64, 20, 18), (13, 36))]
+                     ((1, 32, 17, 40), (34, 80)), ((1, 64, 20, 18), (13, 36)), ((2, 16, 5, 7), (9, 14)),
+                     ((1, 16, 19, 72), (38, 144)), ((1, 8, 17, 130), (34, 260)), ((1, 12, 17, 130), (34, 260))]
 # Channels-last RGB x2: a thread owns 3 packs (V pixels of 3 channels) and takes one pixel's 3
 # values from either neighbour: W a multiple of 8 and of 4 only, a row of several warps, H = 1,
 # H resized by another ratio, narrow rows (a warp shared by images), several images.
@@ -1018,7 +1020,7 @@ def test_gather_exact_ratio_cuda(up, device, dtype, ratio, layout, shape, size, 
     by_pixel = cl and c != 3  # gather_twice_nhwc_(tile_)kernel: a 16-byte channel pack per pixel
     width = 16 // dtype.itemsize  # values per 16 bytes
     exact_h = {"x2": size[0] == 2 * shape[2], "x4": False, "x0.5": shape[2] == 2 * size[0]}[ratio]
-    tiled = by_pixel and exact_h and c % (8 * width) == 0  # the tile kernel
+    tiled = by_pixel and exact_h  # the tile kernel
     kernel = {"x2": ("gather_twice_nhwc_tile_kernel" if tiled else "gather_twice_nhwc_kernel") if by_pixel
               else "gather_times_kernel", "x4": "gather_times_kernel", "x0.5": "gather_halve_kernel"}[ratio]
     takes = mode in modes and dtype != torch.float64 and (c if by_pixel else shape[3]) % width == 0

@@ -9,7 +9,7 @@
 //   exact x2 / x0.5 gathers: x -> a group of kV input columns, y -> a pair of input rows, z -> a plane
 //   channels-last: along a row of pixels with the channel fastest, x -> kV values (forward), a pixel's group
 //   of channels (gather) or one value (scatter); y -> a chunk of kRows rows (forward) or a row (n, h)
-//   channels-last x2 gather through shared memory: x -> a tile (8 input rows x 8 pixels x 8 channel packs)
+//   channels-last x2 gather through shared memory: x -> a tile (8 input rows x 64 / G pixels x G channel packs)
 //
 // A thread computes its taps once and reuses them for all the pixels it owns:
 // less index arithmetic per pixel, and several independent loads in flight.
@@ -1227,9 +1227,8 @@ __global__ void __launch_bounds__(kThreads, kGatherNhwcMinBlocks<scalar_t>)
 
 // The channels-last gather of an exact x2 along W (half_pixel; C a multiple of
 // kV, 16-byte aligned tensors): gather_times_kernel (F = 2) in this layout. When
-// H is an exact x2 too and C a multiple of kTileG packs, gather_twice_nhwc_tile_kernel
-// (below) takes the work instead; this kernel keeps the other channel counts and
-// H resized by another ratio. The measurements here are of the case the tile
+// H is an exact x2 too, gather_twice_nhwc_tile_kernel (below) takes the work
+// instead; this kernel keeps H resized by another ratio. The measurements here are of the case the tile
 // kernel took over (channels-last (8, 64, 256, 256) at x2), from before it. A thread
 // owns one channel pack (kV channels, a 16-byte store) of kTwiceNhwcPixels = 2
 // neighbouring input pixels w0, w0 + 1 (w0 even) in kTwiceNhwcRows rows (2 in
@@ -1392,12 +1391,12 @@ __global__ void __launch_bounds__(kThreads, kTwiceNhwcMinBlocks)
   gather(std::true_type{});
 }
 
-// The channels-last x2 gather through shared memory, when H is an exact x2 too
-// and C a multiple of kTileG packs (64 channels in 2-byte types, 32 in float32).
-// A block takes a tile of kTileH input rows x kTileW pixels x kTileG channel
-// packs of one image. It first copies the grad_out packs the tile reads (rows
-// 2 h0 - 1 .. 2 h0 + 2 kTileH, columns 2 w0 - 1 .. 2 w0 + 2 kTileW: 18 x 18 x 8
-// packs, 41 KB) into shared memory, each pack once, with cp.async (straight from
+// The channels-last x2 gather through shared memory, when H is an exact x2 too.
+// A block takes a tile of 8 input rows x 64 / G pixels x G channel packs of one
+// image (Tile<G>: G = 8, 4, 2 or 1, the most that divide C / kV). It first
+// copies the grad_out packs the tile reads (rows 2 h0 - 1 .. 2 h0 + 16, columns
+// 2 w0 - 1 .. 2 w0 + 128 / G: at G = 8, 18 x 18 x 8 packs, 41 KB; 37-40 KB at
+// the others) into shared memory, each pack once, with cp.async (straight from
 // L2 into shared memory: the loads in flight hold no registers); then a thread
 // sums one pixel's pack in kTileR = 2 rows from there, with the weights and in
 // the order of gather_twice_nhwc_kernel (the same bits). A tile away from the
@@ -1424,9 +1423,22 @@ __global__ void __launch_bounds__(kThreads, kTwiceNhwcMinBlocks)
 // SM and was slower than 4 blocks that each wait for their copy: the other
 // blocks fill the wait. At 4 blocks (64 registers) 2-byte types spilled 20
 // bytes; 3 blocks (80 registers, no spill) were faster.
-constexpr int kTileG = 8, kTileW = 8, kTileR = 2;
-constexpr int kTileH = kThreads / (kTileG * kTileW) * kTileR;
-constexpr int kTileRowsOut = 2 * kTileH + 2, kTileColsOut = 2 * kTileW + 2;
+// The first version took G = 8 only (C a multiple of 64 in 2-byte types, 32 in
+// float32), the rest the pair kernel. Tiles of fewer packs and more pixels, the
+// same grad_out bytes (A/B, (N, C, 256, 256) at x2 with N C = 512, pair kernel ->
+// tile, ms): bfloat16 C = 8 0.249 -> 0.148 (45% -> 76%), C = 16 0.212 -> 0.134
+// (53% -> 82%), C = 32 0.185 -> 0.130 (60% -> 86%); float32 C = 8 0.261 -> 0.230,
+// C = 16 0.245 -> 0.230 (91% -> 97%).
+// A lead, not profiled: with G < 8 the 8 threads of a quarter warp read 128
+// bytes spread over 256 of shared memory (their pixels' packs are 2 columns
+// apart), so pairs of them fall on the same banks: a 2-way bank conflict that
+// G = 8 (one pixel's 8 packs, 128 contiguous bytes) does not have.
+constexpr int kTileR = 2;
+template <int G>  // G channel packs (8, 4, 2 or 1: the most that divide C / kV) x 64 / G pixels x 8 rows
+struct Tile {
+  static constexpr int pixels = 64 / G, rows = kThreads / 64 * kTileR;
+  static constexpr int rows_out = 2 * rows + 2, cols_out = 2 * pixels + 2;
+};
 constexpr int kTileMinBlocks = 3;
 
 // Copies 16 bytes from global to shared memory, or writes zeros there when !valid
@@ -1447,43 +1459,44 @@ __device__ __forceinline__ void wait_copies_to_shared() {
 #endif
 }
 
-template <typename scalar_t>
+template <typename scalar_t, int G>
 __global__ void __launch_bounds__(kThreads, kTileMinBlocks)
     gather_twice_nhwc_tile_kernel(const scalar_t* __restrict__ grad_out, scalar_t* __restrict__ grad_in,
                                   int64_t C, AxisPlan<opmath_type<scalar_t>> rows, int64_t W_in) {
   using T = opmath_type<scalar_t>;
   constexpr Span kRows = Span::Double;  // H is an exact x2 (half_pixel) too: rows in closed form
   constexpr int V = kV<scalar_t>, R = kTileR;
+  using S = Tile<G>;
   static_assert(R == 2, "the interior path sums 2 rows");
-  __shared__ uint4 tile[kTileRowsOut][kTileColsOut][kTileG];
-  const int64_t g_tiles = C / V / kTileG, w_tiles = (W_in + kTileW - 1) / kTileW;
-  const int64_t h_tiles = (rows.in + kTileH - 1) / kTileH;
+  __shared__ uint4 tile[S::rows_out][S::cols_out][G];
+  const int64_t g_tiles = C / V / G, w_tiles = (W_in + S::pixels - 1) / S::pixels;
+  const int64_t h_tiles = (rows.in + S::rows - 1) / S::rows;
   int64_t b = blockIdx.x;
   const int64_t gt = b % g_tiles;
   b /= g_tiles;
   const int64_t wt = b % w_tiles;
   b /= w_tiles;
   const int64_t ht = b % h_tiles, n = b / h_tiles;
-  const int64_t c0 = gt * kTileG * V, w0 = wt * kTileW, h0 = ht * kTileH;
+  const int64_t c0 = gt * G * V, w0 = wt * S::pixels, h0 = ht * S::rows;
   const int64_t H_out = rows.out, W_out = 2 * W_in;
   const int64_t r0 = 2 * h0 - 1, d0 = 2 * w0 - 1;  // the tile's first grad_out row and column
   const scalar_t* go = grad_out + n * H_out * W_out * C + c0;
-  for (int i = threadIdx.x; i < kTileRowsOut * kTileColsOut * kTileG; i += kThreads) {
-    const int k = i % kTileG, col = i / kTileG % kTileColsOut, row = i / (kTileG * kTileColsOut);
+  for (int i = threadIdx.x; i < S::rows_out * S::cols_out * G; i += kThreads) {
+    const int k = i % G, col = i / G % S::cols_out, row = i / (G * S::cols_out);
     const int64_t dh = r0 + row, d = d0 + col;
     const bool valid = dh >= 0 && dh < H_out && d >= 0 && d < W_out;
     copy_to_shared(&tile[row][col][k], valid ? go + (dh * W_out + d) * C + k * V : go, valid);
   }
   wait_copies_to_shared();
   __syncthreads();
-  const int k = threadIdx.x % kTileG, px = threadIdx.x / kTileG % kTileW, ry = threadIdx.x / (kTileG * kTileW);
+  const int k = threadIdx.x % G, px = threadIdx.x / G % S::pixels, ry = threadIdx.x / (G * S::pixels);
   const int64_t w = w0 + px, h = h0 + ry * R;
   if (w >= W_in || h >= rows.in) {
     return;
   }
   T acc[R][V] = {};
   scalar_t* dst = grad_in + ((n * rows.in + h) * W_in + w) * C + c0 + k * V;
-  if (h0 > 0 && h0 + kTileH < rows.in && w0 > 0 && w0 + kTileW < W_in) {
+  if (h0 > 0 && h0 + S::rows < rows.in && w0 > 0 && w0 + S::pixels < W_in) {
     // Rows 2 h - 1 .. 2 h + 4 (tile rows 2 R ry + i), columns 2 w - 1 .. 2 w + 2 (tile columns
     // 2 px + m), weights 1/4, 3/4, 3/4, 1/4 both ways: the sums of the rule below, in its order.
 #pragma unroll
@@ -1723,14 +1736,26 @@ void upsample_backward_cuda(const torch::stable::Tensor& grad_out, torch::stable
       if constexpr (!std::is_same_v<scalar_t, double>) {
         if (exact_w != Span::Taps && g.channels_last && !rgb) {
           const int64_t images = g.planes / g.channels;
-          if (exact_h == Span::Double && g.channels / kV<scalar_t> % kTileG == 0) {  // the tile kernel
-            const int64_t blocks = images * ((g.H_in + kTileH - 1) / kTileH) * ((g.W_in + kTileW - 1) / kTileW) *
-                                   (g.channels / kV<scalar_t> / kTileG);
-            if (blocks <= std::numeric_limits<int32_t>::max()) {
-              gather_twice_nhwc_tile_kernel<scalar_t><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+          if (exact_h == Span::Double) {  // the tile kernel
+            const int64_t groups = g.channels / kV<scalar_t>;
+            const auto tiles = [&](auto packs_tag) {
+              constexpr int G = decltype(packs_tag)::value;
+              using S = Tile<G>;
+              const int64_t blocks = images * ((g.H_in + S::rows - 1) / S::rows) *
+                                     ((g.W_in + S::pixels - 1) / S::pixels) * (groups / G);
+              if (blocks > std::numeric_limits<int32_t>::max()) {
+                return false;
+              }
+              gather_twice_nhwc_tile_kernel<scalar_t, G><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
                   grad_out.const_data_ptr<scalar_t>(), grad_in.mutable_data_ptr<scalar_t>(), g.channels, rows,
                   g.W_in);
               STD_CUDA_KERNEL_LAUNCH_CHECK();
+              return true;
+            };
+            if (groups % 8 == 0 ? tiles(std::integral_constant<int, 8>{})
+                : groups % 4 == 0 ? tiles(std::integral_constant<int, 4>{})
+                : groups % 2 == 0 ? tiles(std::integral_constant<int, 2>{})
+                                  : tiles(std::integral_constant<int, 1>{})) {
               return;
             }
           }
