@@ -1403,11 +1403,11 @@ __global__ void __launch_bounds__(kThreads, kTwiceNhwcMinBlocks)
 // image's edges (most of them) takes the x2 constants, unrolled, with no test;
 // a tile at an edge takes the rules (times_tap, row_weight) at run time.
 //
-// Why: gather_twice_nhwc_kernel loads its 24 packs per pixel pair from L2, so
-// every grad_out pack crosses from L2 to the SMs about 3 times. ncu (bfloat16,
+// Why: gather_twice_nhwc_kernel issues 24 pack loads per pixel pair, so every
+// grad_out pack is loaded about 3 times (L1 catches some). ncu (bfloat16,
 // 2 pixels x 1 row a thread): L2 throughput 83% of its peak, DRAM 56%: L2 is
-// the wall, the reason 2-byte types stopped at 70% of the floor. The tile
-// crosses 18 x 18 / 16 x 16 = 1.27 times. A/B runs on the H100 (CUDA-graph
+// the wall, the reason 2-byte types stopped at 70% of the floor. A tile copies
+// 18 x 18 / 16 x 16 = 1.27 times its own grad_out (the halos twice). A/B runs on the H100 (CUDA-graph
 // replays of the kernel op, channels-last (8, 64, 256, 256) grad_in at x2, ms;
 // float32 / bfloat16 / float16):
 //   gather_twice_nhwc_kernel                         0.233 / 0.160 / 0.151 (96% / 70% / 74%)
@@ -1419,20 +1419,23 @@ __global__ void __launch_bounds__(kThreads, kTwiceNhwcMinBlocks)
 // The first tile kernel had L2 to spare (ncu: L2 51%, DRAM 46%) but issued an
 // instruction in 84% of the cycles: it was bound by its own arithmetic (the
 // edge rules per row and tap), which the interior path's constants removed.
-// Overlapping copy and sums in one block (the double buffer) left 2 blocks per
-// SM and was slower than 4 blocks that each wait for their copy: the other
-// blocks fill the wait. At 4 blocks (64 registers) 2-byte types spilled 20
-// bytes; 3 blocks (80 registers, no spill) were faster.
+// Overlapping copy and sums in one block (the double buffer, 83 KB of dynamic
+// shared memory: 2 blocks per SM) was slower than 4 blocks that each wait for
+// their copy; measured on the first, instruction-bound tile kernel only. At 4
+// blocks (64 registers) 2-byte types spilled 20 bytes; 3 blocks (80 registers,
+// no spill) were faster.
 // The first version took G = 8 only (C a multiple of 64 in 2-byte types, 32 in
 // float32), the rest the pair kernel. Tiles of fewer packs and more pixels, the
 // same grad_out bytes (A/B, (N, C, 256, 256) at x2 with N C = 512, pair kernel ->
 // tile, ms): bfloat16 C = 8 0.249 -> 0.148 (45% -> 76%), C = 16 0.212 -> 0.134
 // (53% -> 82%), C = 32 0.185 -> 0.130 (60% -> 86%); float32 C = 8 0.261 -> 0.230,
 // C = 16 0.245 -> 0.230 (91% -> 97%).
-// A lead, not profiled: with G < 8 the 8 threads of a quarter warp read 128
-// bytes spread over 256 of shared memory (their pixels' packs are 2 columns
-// apart), so pairs of them fall on the same banks: a 2-way bank conflict that
-// G = 8 (one pixel's 8 packs, 128 contiguous bytes) does not have.
+// Two leads for G < 8, neither profiled: fewer tiles are interior (at W = 256:
+// 88% / 82% / 70% / 47% for G = 8 / 4 / 2 / 1), and the rest take the run-time
+// rules; and a quarter warp's 16-byte reads from shared memory (8 threads) then
+// cover two or more pixels 2 columns apart, which fall on the same banks in
+// pairs: a 2-way bank conflict that G = 8 (one pixel's 8 packs, 128 contiguous
+// bytes) does not have.
 constexpr int kTileR = 2;
 template <int G>  // G channel packs (8, 4, 2 or 1: the most that divide C / kV) x 64 / G pixels x 8 rows
 struct Tile {
@@ -1676,9 +1679,9 @@ void upsample_backward_cuda(const torch::stable::Tensor& grad_out, torch::stable
       // An exact x2 or x4 (half_pixel) or x0.5 (half_pixel, tf_legacy) along W
       // takes gather_times_kernel or gather_halve_kernel, when their 16-byte
       // loads and stores are aligned (every row too: W_in a multiple of V);
-      // channels-last, an exact x2 takes gather_twice_nhwc_kernel (every pixel
-      // too: C a multiple of V), or with 3 channels gather_times_kernel (NC = 3,
-      // W_in a multiple of V). Their rows take the same closed form when H has
+      // channels-last, an exact x2 takes gather_twice_nhwc_tile_kernel when H is an
+      // exact x2 too, else gather_twice_nhwc_kernel (both: C a multiple of V), or
+      // with 3 channels gather_times_kernel (NC = 3, W_in a multiple of V). Their rows take the same closed form when H has
       // the same exact ratio (x2, x0.5), else the row plan (always at x4).
       Span exact_w = Span::Taps, exact_h = Span::Taps;
       bool quad = false;  // an exact x4 along W (NCHW): exact_w stays Span::Taps
