@@ -554,6 +554,20 @@ def test_backward_cpu(up, dtype, shape, size, mode):
     check_backward(up, "cpu", dtype, shape, size, mode, "gather")
 
 
+# The CPU gather sums a column range with a loop unrolled K times, K picked from the longest
+# range (1, 2, 4, 8, or any length): ranges just past each bound. Along W, 2 -> 9 has edge pixels
+# read by 9 outputs, 2 -> 8 by 8, 3 -> 17 by 12 to 16, in every mode (SHAPES stop at 6).
+LONG_RANGE_SHAPES = [((1, 2, 3, 2), (5, 9)), ((1, 2, 2, 2), (7, 8)), ((2, 1, 2, 3), (9, 17))]
+
+
+@pytest.mark.exercise("gather-backward")
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("shape, size", LONG_RANGE_SHAPES,
+                         ids=[f"{s[2]}x{s[3]}-to-{o[0]}x{o[1]}" for s, o in LONG_RANGE_SHAPES])
+def test_backward_cpu_long_ranges(up, dtype, shape, size, mode):
+    check_backward(up, "cpu", dtype, shape, size, mode, "gather")
+
+
 @pytest.mark.exercise("gather-backward")
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("shape, size", SUM_SHAPES, ids=SUM_IDS)

@@ -77,6 +77,10 @@ VARIANTS = [
     Variant("cpu-gather-window-too-short", "unrolls two columns per range when ranges are up to 4 long",
             "csrc/upsample_cpu.cpp", "if (cols.longest <= 4) return gather_line_k<4>",
             "if (cols.longest <= 4) return gather_line_k<2>"),
+    Variant("cpu-gather-window-bound-off-by-one", "sends ranges of 9 columns to the 8-column unrolled loop "
+            "(the ninth column is never added)",
+            "csrc/upsample_cpu.cpp", "if (cols.longest <= 8) return gather_line_k<8>",
+            "if (cols.longest <= 9) return gather_line_k<8>"),
     Variant("cpu-gather-cache-key-without-plane", "keys the line cache by the row alone: the next plane reuses "
             "the previous plane's lines",
             "csrc/upsample_cpu.cpp", "cache.get(p * g.H_out + dh, dh % slots,", "cache.get(dh, dh % slots,"),
