@@ -1238,10 +1238,11 @@ __global__ void __launch_bounds__(kThreads, kGatherNhwcMinBlocks<scalar_t>)
 // kernel's constants (1/4, 3/4, 3/4, 1/4 from column 2w - 1; 1 at the edges,
 // and column 0 read by pixel 1 with weight 0), in the same order: pixel by
 // pixel its sums are the x2 kernel's, so its bits are the general gather's
-// except in input column 1 (gather_times_kernel says why). Rows: as in the x2
-// kernel (a closed form at an exact x2 along H, constants away from the edges;
-// else the plan). w0 is even, so pixel 1 is never a thread's first pixel: the
-// weight-0 read of column 0 stays inside the thread's columns.
+// except in input column 1 (gather_times_kernel says why). Rows: the plan (the
+// tile kernel takes an exact x2 along H; the closed-form rows this kernel had
+// for it, measured below, went with it). w0 is even, so pixel 1 is never a
+// thread's first pixel: the weight-0 read of column 0 stays inside the
+// thread's columns.
 //
 // A/B runs on the H100 (CUDA-graph replays of the kernel op, channels-last
 // (8, 64, 256, 256) grad_in at x2, ms; float32 / bfloat16 / float16):
@@ -1278,11 +1279,12 @@ constexpr int kTwiceNhwcMinBlocks = 3;
 template <typename scalar_t>
 constexpr bool kTwiceNhwcSplit = sizeof(scalar_t) == 2;
 
-template <typename scalar_t, int R, Span kRows>
+template <typename scalar_t, int R>
 __global__ void __launch_bounds__(kThreads, kTwiceNhwcMinBlocks)
     gather_twice_nhwc_kernel(const scalar_t* __restrict__ grad_out, scalar_t* __restrict__ grad_in, int64_t images,
                              int64_t C, AxisPlan<opmath_type<scalar_t>> rows, int64_t W_in, Mode mode) {
   using T = opmath_type<scalar_t>;
+  constexpr Span kRows = Span::Taps;  // H resized by another ratio: the row plan
   constexpr int V = kV<scalar_t>, P = kTwiceNhwcPixels, kCols = 2 * P + 2;
   const int64_t groups = C / V;  // the host checks C % V == 0
   const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;  // (pixel pair, channel group)
@@ -1347,29 +1349,13 @@ __global__ void __launch_bounds__(kThreads, kTwiceNhwcMinBlocks)
           }
         }
       };
-      if (kRows == Span::Double && R == 2 && h0 >= 2 && h0 + R < rows.in) {
-        // As in the x2 kernel: grad_out rows 2 h0 - 1 .. 2 h0 + 4, weights 1/4, 3/4, 3/4, 1/4. Not
-        // unrolled here: unrolled, the 36 packs' loads were issued at once and spilled.
-#pragma unroll 1
-        for (int i = 0; i < 6; ++i) {
-          Pack<scalar_t, V> g[kCols];
-          load_row(2 * h0 - 1 + i, g);
-          if (i < 4) {
-            add_row(0, i == 0 || i == 3 ? T(0.25) : T(0.75), g);
-          }
-          if (i >= 2) {
-            add_row(1, i == 2 || i == 5 ? T(0.25) : T(0.75), g);
-          }
-        }
-      } else {
-        for (int64_t dh = begin[0]; dh < end[R - 1]; ++dh) {
-          Pack<scalar_t, V> g[kCols];
-          load_row(dh, g);
+      for (int64_t dh = begin[0]; dh < end[R - 1]; ++dh) {
+        Pack<scalar_t, V> g[kCols];
+        load_row(dh, g);
 #pragma unroll
-          for (int r = 0; r < R; ++r) {
-            if (dh >= begin[r] && dh < end[r]) {
-              add_row(r, row_weight<kRows>(rows, mode, dh, h0 + r), g);
-            }
+        for (int r = 0; r < R; ++r) {
+          if (dh >= begin[r] && dh < end[r]) {
+            add_row(r, row_weight<kRows>(rows, mode, dh, h0 + r), g);
           }
         }
       }
@@ -1746,25 +1732,20 @@ void upsample_backward_cuda(const torch::stable::Tensor& grad_out, torch::stable
               using S = Tile<G>;
               const int64_t blocks = images * ((g.H_in + S::rows - 1) / S::rows) *
                                      ((g.W_in + S::pixels - 1) / S::pixels) * (groups / G);
-              if (blocks > std::numeric_limits<int32_t>::max()) {
-                return false;
-              }
+              STD_TORCH_CHECK(blocks <= std::numeric_limits<int32_t>::max(), "upsample_bilinear2d: ", blocks,
+                              " tiles are too many for one launch");
               gather_twice_nhwc_tile_kernel<scalar_t, G><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
                   grad_out.const_data_ptr<scalar_t>(), grad_in.mutable_data_ptr<scalar_t>(), g.channels, rows,
                   g.W_in);
               STD_CUDA_KERNEL_LAUNCH_CHECK();
-              return true;
             };
-            if (groups % 8 == 0 ? tiles(std::integral_constant<int, 8>{})
-                : groups % 4 == 0 ? tiles(std::integral_constant<int, 4>{})
-                : groups % 2 == 0 ? tiles(std::integral_constant<int, 2>{})
-                                  : tiles(std::integral_constant<int, 1>{})) {
-              return;
-            }
+            return groups % 8 == 0   ? tiles(std::integral_constant<int, 8>{})
+                   : groups % 4 == 0 ? tiles(std::integral_constant<int, 4>{})
+                   : groups % 2 == 0 ? tiles(std::integral_constant<int, 2>{})
+                                     : tiles(std::integral_constant<int, 1>{});
           }
           constexpr int R = kTwiceNhwcRows<scalar_t>;
-          auto kernel = exact_h == Span::Double ? gather_twice_nhwc_kernel<scalar_t, R, Span::Double>
-                                                : gather_twice_nhwc_kernel<scalar_t, R, Span::Taps>;
+          auto kernel = gather_twice_nhwc_kernel<scalar_t, R>;
           const Launch l = launch_rows((g.W_in + kTwiceNhwcPixels - 1) / kTwiceNhwcPixels * (g.channels / kV<scalar_t>),
                                        images * ((g.H_in + R - 1) / R));
           kernel<<<l.grid, l.block, 0, stream>>>(grad_out.const_data_ptr<scalar_t>(),
