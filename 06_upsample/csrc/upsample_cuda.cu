@@ -1130,7 +1130,10 @@ __global__ void __launch_bounds__(kThreads)
 //     The first version gave such a thread one value: the index arithmetic
 //     and a 4-byte store were paid per value, 41% of the floor on a 1080p RGB
 //     image in float32 (0.101 ms); V values per thread: 68% (0.061 ms), and
-//     76% (0.055 ms) since it shares walk_rows (H100, A/B runs).
+//     76% (0.055 ms) since it shares walk_rows (H100, A/B runs). Slower, in later
+//     A/B runs: a kernel whose thread owns V RGB pixels (8-byte loads, fixed taps,
+//     three strided 16-byte stores): 0.053 -> 0.072 ms; the next input row's loads
+//     issued one step ahead in walk_rows: 0.053 -> 0.063 ms (0.057 at 4 blocks).
 template <typename scalar_t, int V, bool kPixel>
 __global__ void __launch_bounds__(kThreads) forward_nhwc_kernel(
     const scalar_t* __restrict__ x, scalar_t* __restrict__ out, int64_t N, int64_t C, int64_t H_in, int64_t W_in,
@@ -1416,12 +1419,13 @@ __global__ void __launch_bounds__(kThreads, kTwiceNhwcMinBlocks)
 // tile, ms): bfloat16 C = 8 0.249 -> 0.148 (45% -> 76%), C = 16 0.212 -> 0.134
 // (53% -> 82%), C = 32 0.185 -> 0.130 (60% -> 86%); float32 C = 8 0.261 -> 0.230,
 // C = 16 0.245 -> 0.230 (91% -> 97%).
-// Two leads for G < 8, neither profiled: fewer tiles are interior (at W = 256:
-// 88% / 82% / 70% / 47% for G = 8 / 4 / 2 / 1), and the rest take the run-time
-// rules; and a quarter warp's 16-byte reads from shared memory (8 threads) then
-// cover two or more pixels 2 columns apart, which fall on the same banks in
-// pairs: a 2-way bank conflict that G = 8 (one pixel's 8 packs, 128 contiguous
-// bytes) does not have.
+// Why G < 8 stays below G = 8: not that fewer tiles are interior (at W = 256:
+// 88% / 82% / 70% / 47% for G = 8 / 4 / 2 / 1): choosing the constants per
+// thread instead of per tile measured level or slower (bfloat16 C = 16 0.131 ->
+// 0.136 ms, one A/B run). The lead left, not profiled: a quarter warp's 16-byte
+// reads from shared memory (8 threads) then cover two or more pixels 2 columns
+// apart, which fall on the same banks in pairs: a 2-way bank conflict that G = 8
+// (one pixel's 8 packs, 128 contiguous bytes) does not have.
 constexpr int kTileR = 2;
 template <int G>  // G channel packs (8, 4, 2 or 1: the most that divide C / kV) x 64 / G pixels x 8 rows
 struct Tile {
