@@ -1422,10 +1422,13 @@ __global__ void __launch_bounds__(kThreads, kTwiceNhwcMinBlocks)
 // Why G < 8 stays below G = 8: not that fewer tiles are interior (at W = 256:
 // 88% / 82% / 70% / 47% for G = 8 / 4 / 2 / 1): choosing the constants per
 // thread instead of per tile measured level or slower (bfloat16 C = 16 0.131 ->
-// 0.136 ms, one A/B run). The lead left, not profiled: a quarter warp's 16-byte
-// reads from shared memory (8 threads) then cover two or more pixels 2 columns
-// apart, which fall on the same banks in pairs: a 2-way bank conflict that G = 8
-// (one pixel's 8 packs, 128 contiguous bytes) does not have.
+// 0.136 ms, one A/B run). Nor, as far as measured, that a quarter warp's 16-byte
+// reads from shared memory (8 threads) cover pixels 2 columns apart, which fall
+// on the same banks in pairs (G = 8 reads one pixel's 8 packs, 128 contiguous
+// bytes): storing the even columns before the odd ones makes those reads
+// contiguous, and was slower (bfloat16 C = 8 0.143 -> 0.187 ms, C = 16 0.131 ->
+// 0.137; float32 C = 8 0.227 -> 0.256; one A/B run, same bits), the copies into
+// shared memory then being scattered; why, not profiled. The cause is open.
 constexpr int kTileR = 2;
 template <int G>  // G channel packs (8, 4, 2 or 1: the most that divide C / kV) x 64 / G pixels x 8 rows
 struct Tile {
