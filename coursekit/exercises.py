@@ -64,7 +64,10 @@ class Variant:
     """A plausible wrong solution: one textual change to a chapter source.
 
     `old` must occur exactly once in `file`. The grader self-check applies the
-    change and asserts that at least one test of the chapter fails.
+    change and asserts that at least one test of the chapter fails. With
+    correct=True it is instead another right answer (what a lesson's hint leads
+    to, another order of the work), which every exercise must PASS: a grader that
+    demands the chapter's own way of doing it is wrong too.
     """
 
     name: str
@@ -73,6 +76,7 @@ class Variant:
     old: str
     new: str
     cuda_only: bool = False  # the change only touches code that runs on a GPU
+    correct: bool = False  # a different but correct solution: every exercise must PASS
 
 
 def source_files(src: Path) -> list[Path]:

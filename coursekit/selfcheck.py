@@ -8,7 +8,8 @@ A variant (tests/variants/vNN_*.py) is one textual change to the chapter's solut
 It is turned into a learner's workspace (every exercise solved, the change applied)
 and graded exactly as `./course grade` grades a learner: the exercises whose code the
 change touches must be NOT YET, every other exercise PASS. A change outside every
-exercise region must make some test of the chapter fail.
+exercise region must make some test of the chapter fail. A variant marked
+correct=True is another right answer instead, and every exercise must PASS.
 """
 
 from __future__ import annotations
@@ -80,20 +81,28 @@ def check_stubs(chapter: chapters.Chapter) -> list[str]:
 
 
 def check_variant(chapter: chapters.Chapter, variant: exercises.Variant) -> list[str]:
-    """Problems with one variant: it passes, or its verdict lands on another exercise."""
+    """Problems with one variant: it passes, or its verdict lands on another exercise (a correct
+    variant: any exercise NOT YET)."""
     ws = solved_workspace(chapter, variant)
     names = touched(chapter, ws)
     if not names:  # outside every exercise: the chapter's tests as a whole must notice
         staged = SELFCHECK / chapter.number / "staged" / chapter.dirname
         doc, log = grading.run_tests(chapter, staged, None, SELFCHECK / chapter.number / f"{variant.name}.json",
                                      cuda_build=GPU, stop_first=True)
-        if doc is None:
-            return []  # it does not build: caught
+        if doc is None:  # it does not build: caught (a correct variant must build)
+            return [f"{variant.name} ({variant.why}) is correct, and does not build"] if variant.correct else []
         failed = [n for n, o in doc["outcomes"].items() if o in ("failed", "error")]
+        if variant.correct:
+            return [f"{variant.name} ({variant.why}) is correct, and fails {failed[:5]}"] if failed else []
         return [] if failed else [f"{variant.name} ({variant.why}): outside every exercise, and every test passes"]
-    verdicts = grading.grade(chapter, ws, compile_cuda=False, stop_first=True)
+    verdicts = grading.grade(chapter, ws, compile_cuda=False, stop_first=not variant.correct)
     not_yet = sorted(v.exercise for v in verdicts if v.status == "NOT YET")
     problems = []
+    if variant.correct:
+        if not_yet:
+            detail = "; ".join(f"{v.exercise}: {v.status} ({v.summary})" for v in verdicts if v.status == "NOT YET")
+            problems.append(f"{variant.name} ({variant.why}) is a correct solution of {names}, graded NOT YET: {detail}")
+        return problems
     if not_yet != sorted(names):
         detail = "; ".join(f"{v.exercise}: {v.status} ({v.summary})" for v in verdicts)
         problems.append(f"{variant.name} ({variant.why}) touches {names} but NOT YET is {not_yet}: {detail}")

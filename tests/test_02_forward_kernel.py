@@ -366,6 +366,12 @@ def _bad(device):
         "points-float": (f.double(), p, r"points must have the dtype of feats \(Double\), got Float"),
         "points-half-bfloat16": (f.bfloat16(), p.half(), r"points must have the dtype of feats \(BFloat16\), got Half"),
         "points-int": (f, p.int(), r"points must have the dtype of feats \(Float\), got Int"),
+        # two rules broken at once: the first in the table's order (shapes, dtypes, devices) reports
+        "feats-corners-7-int32": (f[:, :7].int(), p.int(), shape_f + r"\[4, 7, 5\]"),
+        "points-width-2-double": (f, p[:, :2].double(), shape_p + r"\[4, 2\]"),
+        "int32-feats-float-points": (f.int(), p, floating + "Int"),
+        "points-double-feats-meta": (f.to("meta"), p.double(), r"points must have the dtype of feats \(Float\), got Double"),
+        "points-int-on-meta": (f, p.int().to("meta"), r"points must have the dtype of feats \(Float\), got Int"),
         # devices: one device for both, and only the CPU or a CUDA GPU
         "meta": (f.to("meta"), p.to("meta"), r"tensors must be on the CPU or a CUDA GPU, got meta"),
         "points-meta": (f, p.to("meta"), rf"feats and points must be on the same device, got feats on {dev} and points on meta"),
@@ -496,6 +502,7 @@ def test_output_is_new(ext, device):
 
 
 @pytest.mark.cuda
+@pytest.mark.exercise("checks")
 def test_two_gpus(ext, device):
     if device != "cuda" or torch.cuda.device_count() < 2:
         pytest.skip("needs two GPUs")

@@ -354,7 +354,56 @@ def test_points_grad_cpu_near_float16_max(ext, ref):
     check_backward(ext, ref, *near_float16_max(ref, "cpu"), need_feats=False, what=" (float16, near its largest value)")
 
 
+def nonfinite_inputs(device, dtype):
+    """Inputs where skipping work that "cannot matter" changes the result: 0 * inf and 0 * NaN are
+    NaN, so a gradient skipped where grad_out is 0, or where a corner's derivative or weight is 0
+    (a point on a face or a corner of its cube), no longer shows the inf or NaN that PyTorch's
+    autograd propagates (and that anomaly detection looks for). Elsewhere, exact zeros in grad_out."""
+    grad_out, feats, points = inputs(24, 6, "cpu", torch.float64)
+    inf, nan = float("inf"), float("nan")
+    grad_out[6:, ::3] = 0                                           # plain rows with exact zeros
+    grad_out[0, 1], feats[0, 3, 1] = 0, inf                          # nothing flows back, but 0 * inf
+    points[1, 1], feats[1, 0, 2] = 1.0, nan                          # on a face: some derivatives are 0
+    points[2], feats[2, 5, 0], grad_out[2, 0] = torch.tensor([-1.0, 1.0, 0.5]), -inf, 0
+    points[3], grad_out[3, 4] = torch.tensor([1.0, 1.0, 1.0]), nan   # a corner: 7 weights are 0
+    points[4], feats[4, 6, 3] = torch.tensor([0.0, -1.0, 1.0]), inf  # an edge, an inf feature
+    return tuple(t.to(device, dtype) for t in (grad_out, feats, points))
+
+
+def check_nonfinite(ext, ref, device, dtype):
+    grad_out, feats, points = nonfinite_inputs(device, dtype)
+    with poisoned_empty():
+        grad_feats, grad_points = ext.backward(grad_out, feats, points, True, True)
+    ref_feats, ref_points = ref.trilinear_grads(grad_out, feats, points)
+    for name, got, want in (("grad_points", grad_points, ref_points), ("grad_feats", grad_feats, ref_feats)):
+        got, want = got.detach().cpu().double(), want.detach().cpu().double()
+        wrong = (got.isnan() != want.isnan()) | (got.isinf() != want.isinf())
+        assert not wrong.any(), (
+            f"{name}, {dtype}: {int(wrong.sum())} elements differ from autograd of the reference in being NaN or "
+            f"inf, first at {[i.tolist() for i in wrong.nonzero()[:3]]} (got {got[wrong][:3].tolist()}, autograd "
+            f"gives {want[wrong][:3].tolist()}); 0 * inf and 0 * NaN are NaN: sum every term, skip none")
+        finite = want[want.isfinite()]
+        scale = max(1.0, finite.abs().max().item()) if finite.numel() else 1.0  # sums may cancel: relative to the largest
+        tol = 1e-5 if dtype == torch.float32 else 1e-12
+        torch.testing.assert_close(got, want, equal_nan=True, rtol=tol, atol=tol * scale,
+                                   msg=lambda m: f"{name}, {dtype}: {m}")
+
+
+@pytest.mark.exercise("points-grad-cpu")
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["float64", "float32"])
+def test_points_grad_cpu_nonfinite(ext, ref, dtype):
+    check_nonfinite(ext, ref, "cpu", dtype)
+
+
 # ---------------------------------------------------------------------------- points-reduction (CUDA)
+
+
+@pytest.mark.cuda
+@pytest.mark.exercise("points-reduction")
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["float64", "float32"])
+def test_points_reduction_nonfinite(ext, ref, device, dtype):
+    only_cuda(device)
+    check_nonfinite(ext, ref, device, dtype)
 
 
 @pytest.mark.cuda

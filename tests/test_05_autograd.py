@@ -221,6 +221,55 @@ def test_function_saves_only_what_backward_needs(fn, which):
     check_saved(fn.trilinear, which)
 
 
+def check_output_not_kept(trilinear):
+    """Nothing on ctx holds the output: ctx.out = out makes a cycle (out -> grad_fn -> ctx -> out)
+    that only the garbage collector breaks, so every output (on a GPU, every activation) outlives
+    its last use. save_for_backward(out) is safe: autograd stores an output without that cycle."""
+    import gc
+    import weakref
+
+    feats, points = inputs(6, 5, which="both")
+    gc.collect()
+    gc.disable()
+    try:
+        out = trilinear(feats, points)
+        alive = weakref.ref(out)
+        del out
+        assert alive() is None, ("the output outlives its last reference (del out): something on ctx holds it, "
+                                 "a reference cycle that only the garbage collector frees; keep tensors for "
+                                 "backward with ctx.save_for_backward, and only what backward needs")
+    finally:
+        gc.enable()
+
+
+def check_backward_returns_none(trilinear, which):
+    """backward returns None, not a tensor of zeros, for an input that needs no gradient (autograd
+    would throw the tensor away: an allocation and a fill per step for nothing)."""
+    feats, points = inputs(6, 5, which=which)
+    out = trilinear(feats, points)
+    with torch.no_grad():  # as autograd calls it (create_graph=False)
+        grads = out.grad_fn.apply(torch.ones_like(out))
+    grads = grads if isinstance(grads, tuple) else (grads,)
+    for name, t, g in zip(("feats", "points"), (feats, points), grads):
+        if not t.requires_grad:
+            assert g is None, (f"with only {which} requiring a gradient, backward returns "
+                               f"{type(g).__name__} {tuple(g.shape) if isinstance(g, torch.Tensor) else ''} for {name}: "
+                               "return None for an input that needs no gradient (ctx.needs_input_grad)")
+    for g in grads[2:]:
+        assert g is None, "backward returns one value per input of forward, None for the non-tensor ones"
+
+
+@pytest.mark.exercise("function-forward")
+def test_function_keeps_no_output(fn):
+    check_output_not_kept(fn.trilinear)
+
+
+@pytest.mark.exercise("function-backward")
+@pytest.mark.parametrize("which", ["feats", "points"])
+def test_function_backward_returns_none(fn, which):
+    check_backward_returns_none(fn.trilinear, which)
+
+
 @pytest.mark.exercise("function-backward")
 @pytest.mark.parametrize("which", WHICH)
 def test_function_gradients(fn, device, dtype, which):
@@ -543,6 +592,47 @@ def test_fake_refuses_what_eager_refuses(op, name, case, make, message, cuda):
             getattr(torch.ops.ch05, name)(*args)
 
 
+# Device faults only a fake can show on any machine (fake tensors may sit on GPUs that do not
+# exist): two GPUs of one type, and a device fault together with an earlier one. The C++ op
+# (trilinear.cpp) checks shapes, then dtypes, then devices, and compares whole devices.
+F32, F64 = torch.float32, torch.float64
+FAKE_DEVICE_CASES = [  # (op, case, (shape, dtype, device) per tensor argument, then the flags, message)
+    ("trilinear", "points on cuda:1, feats on cuda:0", [((4, 8, 2), F32, "cuda:0"), ((4, 3), F32, "cuda:1")],
+     "trilinear: feats and points must be on the same device"),
+    ("trilinear", "points float64 and on another device", [((4, 8, 2), F32, "cuda:0"), ((4, 3), F64, "cpu")],
+     r"trilinear: points must have the dtype of feats"),
+    ("trilinear", "points (N, 2) and on another device", [((4, 8, 2), F32, "cuda:0"), ((4, 2), F32, "cpu")], POINTS),
+    ("trilinear_backward", "points on cuda:1",
+     [((4, 2), F32, "cuda:0"), ((4, 8, 2), F32, "cuda:0"), ((4, 3), F32, "cuda:1"), True, True], B_DEVICE),
+    ("trilinear_backward", "feats on cuda:1",
+     [((4, 2), F32, "cuda:0"), ((4, 8, 2), F32, "cuda:1"), ((4, 3), F32, "cuda:0"), True, True], B_DEVICE),
+    ("trilinear_backward", "grad_out on cuda:1",
+     [((4, 2), F32, "cuda:1"), ((4, 8, 2), F32, "cuda:0"), ((4, 3), F32, "cuda:0"), True, True], B_DEVICE),
+    ("trilinear_backward", "feats float64 and on another device",
+     [((4, 2), F32, "cpu"), ((4, 8, 2), F64, "cuda:0"), ((4, 3), F32, "cpu"), True, True],
+     "trilinear_backward: feats must have the dtype of grad_out"),
+    ("trilinear_backward", "points float64 and grad_out on another device",
+     [((4, 2), F32, "cuda:0"), ((4, 8, 2), F32, "cpu"), ((4, 3), F64, "cpu"), True, True],
+     "trilinear_backward: points must have the dtype of grad_out"),
+]
+
+
+@pytest.mark.exercise("fake-impl")
+@pytest.mark.parametrize("name, case, spec, message", FAKE_DEVICE_CASES, ids=[f"{n}: {c}" for n, c, *_ in FAKE_DEVICE_CASES])
+def test_fake_device_checks(op, name, case, spec, message):
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    if "cuda:1" in str(spec) and torch.cuda.is_available() and torch.cuda.device_count() < 2:
+        pytest.skip("a fake tensor on cuda:1 needs no GPU where CUDA is absent, but where CUDA is present torch "
+                    "checks that the GPU exists: this case runs on CPU-only machines and on two GPUs")
+    mode = FakeTensorMode()
+    # Fake tensors made directly on their devices: no GPU is touched (cuda:1 need not exist).
+    args = [FakeTensor(mode, torch.empty(a[0], dtype=a[1], device="meta"), torch.device(a[2]))
+            if isinstance(a, tuple) else a for a in spec]
+    with mode, expect_error(message, RuntimeError, what=f"the fake ch05::{name} with {case}"):
+        getattr(torch.ops.ch05, name)(*args)
+
+
 # Inputs with two things wrong: the fake must report the same one as the C++ op (its checks in the
 # same order), or a traced program fails with another message than the eager one.
 _TWO_FAULTS = {
@@ -689,6 +779,17 @@ def test_op_needs_input_grad(op, monkeypatch, which):
 @pytest.mark.parametrize("which", WHICH)
 def test_op_saves_only_what_backward_needs(op, which):
     check_saved(op.trilinear, which)
+
+
+@pytest.mark.exercise("op-autograd")
+def test_op_keeps_no_output(op):
+    check_output_not_kept(op.trilinear)
+
+
+@pytest.mark.exercise("op-autograd")
+@pytest.mark.parametrize("which", ["feats", "points"])
+def test_op_backward_returns_none(op, which):
+    check_backward_returns_none(op.trilinear, which)
 
 
 @pytest.mark.exercise("op-autograd")
@@ -902,6 +1003,23 @@ def test_fake_quantize_matches_pytorch(ext, device, dtype):
         ref_out, ref_mask = torch.ops.aten.fake_quantize_per_tensor_affine_cachemask(x, *grid)
         assert_bitwise(out, ref_out, f"fake_quantize vs torch.fake_quantize_per_tensor_affine, {dtype}, grid {grid}")
         assert torch.equal(mask, ref_mask), f"mask vs PyTorch's, {dtype}, grid {grid}"
+
+
+@pytest.mark.exercise("fake-quantize")
+def test_fake_quantize_large_parallel(ext, device):
+    """More values than one parallel_for chunk (32768 on the CPU), on several threads: every chunk
+    must work on its own elements [begin, end)."""
+    grid = GRIDS[1]
+    x = (torch.randn(200_003, dtype=torch.float64) * 10).float().to(device)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(max(threads, 2))
+        out, mask = ext.fake_quantize(x, *grid)
+    finally:
+        torch.set_num_threads(threads)
+    ref_out, ref_mask = torch.ops.aten.fake_quantize_per_tensor_affine_cachemask(x, *grid)
+    assert_bitwise(out, ref_out, f"fake_quantize of {x.numel()} values on {max(threads, 2)} threads vs PyTorch's")
+    assert torch.equal(mask, ref_mask), f"mask of {x.numel()} values: {(mask != ref_mask).sum().item()} elements wrong"
 
 
 @pytest.mark.exercise("fake-quantize")

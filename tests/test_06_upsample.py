@@ -529,8 +529,9 @@ def check_channels_last_backward(up, device, dtype, shape, size, mode, method):
         like = torch.ops.aten.upsample_bilinear2d_backward(gl.float(), list(size), list(shape), False, None, None)
         assert_same_layout(grad_in, like, what)
         check(grad_in, ref_backward(grad_out, shape[2:], mode), what)
-        if method == "gather":  # one writer per element, the NCHW kernel's order of additions
-            same_up_to_fma(grad_in, bw(grad_out, list(shape[2:]), mode, method), what + " vs the NCHW result")
+        # (Both layouts against the reference, not against each other: the NCHW gather is an
+        # exercise, whose order of additions is the learner's. That the chapter's two layouts add
+        # in one order is test_channels_last_gather_adds_in_nchw_order's, ungraded.)
     # through autograd: x.grad in x's layout, as F.interpolate's backward gives it
     x = torch.randn(shape, device=device, dtype=dtype).contiguous(memory_format=torch.channels_last)
     x.requires_grad_()
@@ -541,6 +542,19 @@ def check_channels_last_backward(up, device, dtype, shape, size, mode, method):
         memory_format=torch.channels_last))
     assert_same_layout(x.grad, x_ref.grad, f"{mode} x.grad ({method}) of a channels_last x")
     check(x.grad, ref_backward(grad_out, shape[2:], mode), f"{mode} x.grad ({method}) of a channels_last x")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_channels_last_gather_adds_in_nchw_order(up, device, mode):
+    """The chapter's channels-last gathers add in the NCHW gather's order (one writer per element):
+    the same bits on the CPU, within one rounding on a GPU. Not graded: the NCHW gathers are exercises."""
+    for dtype in (torch.float32, torch.bfloat16):
+        for shape, size in NHWC_SHAPES:
+            grad_out = torch.randn(shape[:2] + size, device=device, dtype=dtype)
+            for name, gl in [("channels_last", grad_out.contiguous(memory_format=torch.channels_last)),
+                             ("channels_last-misaligned", misaligned_channels_last(grad_out))]:
+                same_up_to_fma(bw(gl, list(shape[2:]), mode, "gather"), bw(grad_out, list(shape[2:]), mode, "gather"),
+                               f"{mode} gather, {dtype}, {name} grad_out {list(grad_out.shape)} vs the NCHW result")
 
 
 # ----------------------------------------------------------------------------
@@ -738,19 +752,26 @@ def test_backward_grad_out_layouts_cpu(up, mode):
 
 
 @pytest.mark.exercise("gather-backward")
-def test_gather_same_bits_any_threads(up):
-    """The CPU gather gives the same bits with 1 thread and with several."""
-    grad_out = torch.randn(2, 8, 96, 64, dtype=torch.float32)
+@pytest.mark.parametrize("shape, size, repeats", [((2, 8, 96, 64), (37, 29), 1), ((4, 8, 256, 256), (64, 64), 12),
+                                                  ((8, 32, 64, 64), (128, 128), 4)],
+                         ids=["down", "x4-many-tasks", "x0.5-many-tasks"])
+def test_gather_same_bits_any_threads(up, shape, size, repeats):
+    """The CPU gather gives the same bits with 1 thread and with several, every time: each task
+    of parallel_for must own its scratch (line cache, accumulator). Tasks that share one race,
+    and a race shows only sometimes, so the shapes with many tasks run several times."""
+    grad_out = torch.randn(shape, dtype=torch.float32)
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
-        one = bw(grad_out, [37, 29], "half_pixel", "gather")
+        one = bw(grad_out, list(size), "half_pixel", "gather")
         torch.set_num_threads(max(threads, 2))
-        many = bw(grad_out, [37, 29], "half_pixel", "gather")
+        many = [bw(grad_out, list(size), "half_pixel", "gather") for _ in range(repeats)]
     finally:
         torch.set_num_threads(threads)
-    assert_close(one, ref_backward(grad_out, (37, 29), "half_pixel"), what="gather backward")
-    assert_bitwise(many, one, what="gather backward with several threads vs one")
+    assert_close(one, ref_backward(grad_out, size, "half_pixel"), what=f"gather backward {list(shape)} -> {list(size)}")
+    for i, m in enumerate(many):
+        assert_bitwise(m, one, what=f"gather backward {list(shape)} -> {list(size)} with {max(threads, 2)} threads "
+                       f"vs one (call {i + 1} of {repeats})")
 
 
 # ----------------------------------------------------------------------------
@@ -1140,12 +1161,42 @@ def test_gradcheck(up, device, mode):
 
 def test_opcheck(up, device):
     x = torch.randn(2, 3, 5, 6, device=device, requires_grad=True)
+    xl = x.detach().contiguous(memory_format=torch.channels_last).requires_grad_()
     for args in ([x, [9, 4], "half_pixel"], [x, [3, 11], "tf_legacy", None, None, "scatter"],
-                 [x, [8, 8], "half_pixel", 1.7, 1.5], [x, [8, 8], "align_corners", None, 2.0]):
+                 [x, [8, 8], "half_pixel", 1.7, 1.5], [x, [8, 8], "align_corners", None, 2.0], [xl, [9, 4], "half_pixel"]):
         torch.library.opcheck(torch.ops.ch06.upsample_bilinear2d, args)
     g = torch.randn(2, 3, 9, 4, device=device, requires_grad=True)
     for args in ([g, [5, 6], "align_corners", "gather"], [g, [5, 6], "tf_legacy", "scatter", 1.7, None]):
         torch.library.opcheck(torch.ops.ch06.upsample_bilinear2d_backward, args)
+
+
+@pytest.mark.parametrize("layout", ["contiguous"] + list(LAYOUTS))
+def test_fake_strides_match_eager(up, device, layout):
+    """The fake kernels (what torch.compile and torch.export trace with) give every op's output
+    the strides the real kernel gives it, in every input layout: a fake that makes NCHW outputs
+    for a channels-last input lets a compiled model's later ops assume the wrong strides."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    as_layout = LAYOUTS.get(layout, lambda t: t)
+    x = as_layout(torch.randn(3, 4, 5, 6, device=device))
+    g = as_layout(torch.randn(3, 4, 9, 8, device=device))
+    calls = [("upsample_bilinear2d", lambda t: op(t, [9, 8], "half_pixel"), x),
+             ("upsample_bilinear2d_backward", lambda t: bw(t, [5, 6], "half_pixel", "gather"), g),
+             ("_upsample_bilinear2d_kernel",
+              lambda t: torch.ops.ch06._upsample_bilinear2d_kernel(t, [9, 8], "half_pixel", None, None), x),
+             ("_upsample_bilinear2d_backward_kernel",
+              lambda t: torch.ops.ch06._upsample_bilinear2d_backward_kernel(t, [5, 6], "half_pixel", "gather"), g)]
+    for name, fn, t in calls:
+        if name.startswith("_") and not (t.is_contiguous() or t.is_contiguous(memory_format=torch.channels_last)):
+            continue  # the kernel ops take the layouts the public ops hand them
+        eager = fn(t)
+        mode = FakeTensorMode()
+        with mode:
+            fake = fn(mode.from_tensor(t))
+        assert (fake.shape, fake.stride(), fake.dtype) == (eager.shape, eager.stride(), eager.dtype), (
+            f"{name}, {layout} input {list(t.shape)} strides {t.stride()}: the fake kernel gives shape "
+            f"{list(fake.shape)} strides {fake.stride()} {fake.dtype}, the real one {list(eager.shape)} strides "
+            f"{eager.stride()} {eager.dtype}: register_fake must allocate as the real kernel does")
 
 
 def test_compile_fullgraph(up, device):

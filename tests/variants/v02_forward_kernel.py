@@ -127,3 +127,58 @@ VARIANTS = [
             CPU, "const scalar_t* f_n = feats + n * 8 * F;",
             "const int offset = n * 8 * F;\n      const scalar_t* f_n = feats + offset;"),
 ]
+
+# Found by a red-team round.
+VARIANTS += [
+    Variant("cpu-loop-inclusive-end", "loops n from begin to end inclusive: the last chunk computes cube N, "
+            "reading past feats/points and writing F values past the end of out",
+            CPU, "    for (int64_t n = begin; n < end; ++n) {", "    for (int64_t n = begin; n <= end; ++n) {"),
+    Variant("cpu-uninitialised-acc", "the accumulator is declared without = 0",
+            CPU, "        opmath_t acc = 0;", "        opmath_t acc;"),
+    Variant("cpu-points-transposed", "reads points as if (3, N): points[i * N + n]",
+            CPU, "const opmath_t v = to_unit<opmath_t>(points[3 * n + 1]);",
+            "const opmath_t v = to_unit<opmath_t>(points[1 * N + n]);"),
+    Variant("cpu-last-feature-skipped", "the loop over f stops at F - 1",
+            CPU, "      for (int64_t f = 0; f < F; ++f) {", "      for (int64_t f = 0; f + 1 < F; ++f) {"),
+    Variant("checks-dtype-rules-swapped", "checks 'points has the dtype of feats' before 'feats is floating' "
+            "(README: check in the order of the table): int feats with float points get the wrong message",
+            CHK,
+            "  TORCH_CHECK(dtype == at::kDouble || dtype == at::kFloat || dtype == at::kHalf || dtype == at::kBFloat16,\n"
+            "              \"trilinear: feats must be float64, float32, float16 or bfloat16, got \", dtype);\n"
+            "  TORCH_CHECK(points.scalar_type() == feats.scalar_type(),\n"
+            "              \"trilinear: points must have the dtype of feats (\", feats.scalar_type(), \"), got \",\n"
+            "              points.scalar_type());\n",
+            "  TORCH_CHECK(points.scalar_type() == feats.scalar_type(),\n"
+            "              \"trilinear: points must have the dtype of feats (\", feats.scalar_type(), \"), got \",\n"
+            "              points.scalar_type());\n"
+            "  TORCH_CHECK(dtype == at::kDouble || dtype == at::kFloat || dtype == at::kHalf || dtype == at::kBFloat16,\n"
+            "              \"trilinear: feats must be float64, float32, float16 or bfloat16, got \", dtype);\n"),
+    Variant("checks-devices-before-dtypes", "the device rules before the dtype rules (README: shapes, dtypes, devices)",
+            CHK,
+            "  TORCH_CHECK(points.scalar_type() == feats.scalar_type(),\n"
+            "              \"trilinear: points must have the dtype of feats (\", feats.scalar_type(), \"), got \",\n"
+            "              points.scalar_type());\n"
+            "  TORCH_CHECK(points.device() == feats.device(),\n"
+            "              \"trilinear: feats and points must be on the same device, got feats on \", feats.device(),\n"
+            "              \" and points on \", points.device());\n"
+            "  TORCH_CHECK(feats.is_cpu() || feats.is_cuda(),\n"
+            "              \"trilinear: tensors must be on the CPU or a CUDA GPU, got \", feats.device());\n",
+            "  TORCH_CHECK(points.device() == feats.device(),\n"
+            "              \"trilinear: feats and points must be on the same device, got feats on \", feats.device(),\n"
+            "              \" and points on \", points.device());\n"
+            "  TORCH_CHECK(feats.is_cpu() || feats.is_cuda(),\n"
+            "              \"trilinear: tensors must be on the CPU or a CUDA GPU, got \", feats.device());\n"
+            "  TORCH_CHECK(points.scalar_type() == feats.scalar_type(),\n"
+            "              \"trilinear: points must have the dtype of feats (\", feats.scalar_type(), \"), got \",\n"
+            "              points.scalar_type());\n"),
+    Variant("checks-points-rows-message-from-points", "the points message prints points.size(0) as N",
+            CHK, "\"trilinear: points must have shape (N, 3) with N = \", feats.size(0),",
+            "\"trilinear: points must have shape (N, 3) with N = \", points.size(0),"),
+    Variant("corner-weight-bit-and-eq", "`k & 2 == 2` (precedence: k & (2 == 2), i.e. bit 0) for y",
+            H, "const T wy = (k >> 1) & 1 ? v : T(1) - v;", "const T wy = k & 2 == 2 ? v : T(1) - v;"),
+    Variant("corner-weight-unit-twice", "maps u, v, w to [0, 1] again inside corner_weight",
+            H, "  return wx * wy * wz;\n  // END", "  return ((wx + T(1)) * T(0.5)) * wy * wz;\n  // END"),
+    Variant("cpu-weights-from-first-cube", "the weights computed once, from cube 0's point, before the loop over n",
+            CPU, "      opmath_t weight[8];\n      for (int k = 0; k < 8; ++k) {\n        weight[k] = corner_weight<opmath_t>(k, u, v, w);\n      }",
+            "      static thread_local opmath_t weight[8];\n      if (n == begin) for (int k = 0; k < 8; ++k) {\n        weight[k] = corner_weight<opmath_t>(k, u, v, w);\n      }"),
+]

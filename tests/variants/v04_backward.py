@@ -248,3 +248,64 @@ VARIANTS = [
             "csrc/trilinear_cuda.cu", "if (valid && threadIdx.x == 0) {\n    const int warps_per_row",
             "if (threadIdx.x == 0) {\n    const int warps_per_row", cuda_only=True),
 ]
+
+# Found by a red-team round.
+_CPU, _H, _G = "csrc/trilinear_cpu.cpp", "csrc/trilinear.h", "csrc/gelu.h"
+
+VARIANTS += [
+    Variant("points-grad-skips-zero-grad-out", "skips features whose grad_out is 0 (a 'sparse gradient' speed-up): "
+            "a NaN or inf feature there no longer makes grad_points NaN (0 * inf is NaN in autograd)",
+            _CPU, "  for (int64_t f = 0; f < F; ++f) {\n    opmath_t sx = 0, sy = 0, sz = 0;",
+            "  for (int64_t f = 0; f < F; ++f) {\n    if (static_cast<opmath_t>(g_n[f]) == opmath_t(0)) continue;  // nothing flows back\n"
+            "    opmath_t sx = 0, sy = 0, sz = 0;"),
+    Variant("points-grad-skips-zero-derivative", "skips corners whose weight derivative is 0 (points on a face): "
+            "NaN/inf features there vanish",
+            _CPU, "      sx += value * d_du[k];\n      sy += value * d_dv[k];\n      sz += value * d_dw[k];",
+            "      if (d_du[k] != 0) sx += value * d_du[k];\n      if (d_dv[k] != 0) sy += value * d_dv[k];\n"
+            "      if (d_dw[k] != 0) sz += value * d_dw[k];"),
+    Variant("points-grad-uninitialised-gy", "gy declared without = 0",
+            _CPU, "  opmath_t gx = 0, gy = 0, gz = 0;\n  for (int64_t f = 0; f < F; ++f) {",
+            "  opmath_t gx = 0, gy, gz = 0;\n  for (int64_t f = 0; f < F; ++f) {"),
+    Variant("points-grad-swapped-y-z", "writes the v sum to gp_n[2] and the w sum to gp_n[1]",
+            _CPU, "  gp_n[1] = static_cast<scalar_t>(opmath_t(0.5) * gy);\n  gp_n[2] = static_cast<scalar_t>(opmath_t(0.5) * gz);",
+            "  gp_n[1] = static_cast<scalar_t>(opmath_t(0.5) * gz);\n  gp_n[2] = static_cast<scalar_t>(opmath_t(0.5) * gy);"),
+    Variant("points-grad-g-in-storage-type", "multiplies grad_out by the corner sum in scalar_t, then widens",
+            _CPU, "    gx += g * sx;", "    gx += static_cast<opmath_t>(g_n[f] * static_cast<scalar_t>(sx));"),
+    Variant("points-grad-adds-into-output", "adds into gp_n (assumes a zero-filled grad_points)",
+            _CPU, "  gp_n[0] = static_cast<scalar_t>(opmath_t(0.5) * gx);",
+            "  gp_n[0] = static_cast<scalar_t>(static_cast<opmath_t>(gp_n[0]) + opmath_t(0.5) * gx);"),
+    Variant("points-grad-mean-over-f", "divides the sum over f by F (a mean instead of a sum)",
+            _CPU, "  gp_n[0] = static_cast<scalar_t>(opmath_t(0.5) * gx);",
+            "  gp_n[0] = static_cast<scalar_t>(opmath_t(0.5) * gx / static_cast<opmath_t>(F));"),
+    Variant("weight-grad-includes-half", "returns dW/dx (the 1/2 of du/dx inside) instead of dW/du",
+            _H, "  d_du = sx * wy * wz;", "  d_du = T(0.5) * sx * wy * wz;"),
+    Variant("weight-grad-d-dw-uses-u-sign", "dW/dw takes the sign of the x bit",
+            _H, "  d_dw = wx * wy * sz;", "  d_dw = wx * wy * sx;"),
+    Variant("weight-grad-all-positive-on-odd", "sign of y from bit 0 and z from bit 1 (y and z swapped)",
+            _H, "  const T sy = (k >> 1) & 1 ? T(1) : T(-1);\n  const T sz = k & 1 ? T(1) : T(-1);",
+            "  const T sy = k & 1 ? T(1) : T(-1);\n  const T sz = (k >> 1) & 1 ? T(1) : T(-1);"),
+    Variant("gelu-constants-10-digits", "1/sqrt(2) and 1/sqrt(2 pi) with 10 significant digits",
+            _G, "  const T inv_sqrt2 = T(0.70710678118654752440);\n  const T inv_sqrt_2pi = T(0.39894228040143267794);",
+            "  const T inv_sqrt2 = T(0.7071067812);\n  const T inv_sqrt_2pi = T(0.3989422804);"),
+    Variant("gelu-pdf-constant-12-digits", "1/sqrt(2 pi) with 12 significant digits",
+            _G, "const T inv_sqrt_2pi = T(0.39894228040143267794);", "const T inv_sqrt_2pi = T(0.398942280401);"),
+    Variant("gelu-cdf-uses-gelu-value", "derivative as gelu(x) / x + x phi(x): 0 / 0 at x = 0",
+            _G, "  return cdf + x * pdf;", "  return gelu_value<T>(x) / x + x * pdf;"),
+    Variant("gelu-pdf-sqrt-pi", "density scaled by 1/sqrt(pi) instead of 1/sqrt(2 pi)",
+            _G, "const T inv_sqrt_2pi = T(0.39894228040143267794);", "const T inv_sqrt_2pi = T(0.56418958354775628695);"),
+    Variant("grad-feats-skips-zero-grad-out", "the grad_feats loop skips features whose grad_out is 0: those "
+            "elements of grad_feats are never written (uninitialised memory)",
+            _CPU, "            gf_n[k * F + f] = static_cast<scalar_t>(weight[k] * static_cast<opmath_t>(g_n[f]));",
+            "            if (static_cast<opmath_t>(g_n[f]) != opmath_t(0))\n"
+            "              gf_n[k * F + f] = static_cast<scalar_t>(weight[k] * static_cast<opmath_t>(g_n[f]));"),
+    Variant("grad-feats-skips-zero-weight", "the grad_feats loop skips corners of weight 0: never written there",
+            _CPU, "        for (int k = 0; k < 8; ++k) {\n          for (int64_t f = 0; f < F; ++f) {",
+            "        for (int k = 0; k < 8; ++k) {\n          if (weight[k] == 0) continue;\n          for (int64_t f = 0; f < F; ++f) {"),
+]
+
+VARIANTS += [
+    Variant("points-grad-terms-rounded", "each per-f term g * (corner sum) rounded to scalar_t before it is added",
+            _CPU, "    gx += g * sx;", "    gx += static_cast<opmath_t>(static_cast<scalar_t>(g * sx));"),
+    Variant("points-grad-corner-terms-rounded", "each feature * derivative product rounded to scalar_t",
+            _CPU, "      sx += value * d_du[k];", "      sx += static_cast<opmath_t>(static_cast<scalar_t>(value * d_du[k]));"),
+]

@@ -296,3 +296,63 @@ VARIANTS = [
             '                 lambda: f"trilinear: points must have shape (N, 3) with N = {feats.shape[0]} as feats, "\n'
             '                         f"got {list(points.shape)}")\n'),
 ]
+
+# Found by a red-team round: fakes that compare device types, a chunk indexed from 0, an output kept on ctx.
+VARIANTS += [
+    Variant("fake-device-type-only", "the fake forward compares device types, not devices: cuda:0 with cuda:1 "
+            "passes under torch.compile, eager refuses it",
+            OP, "torch._check(points.device == feats.device,", "torch._check(points.device.type == feats.device.type,"),
+    Variant("fake-backward-device-type-only", "the fake backward compares device types, not devices",
+            OP, "torch._check(points.device == grad_out.device and (feats is None or feats.device == grad_out.device),",
+            "torch._check(points.device.type == grad_out.device.type and "
+            "(feats is None or feats.device.type == grad_out.device.type),"),
+    Variant("fake-device-before-dtype", "the fake forward checks the devices before the dtypes: an input wrong in "
+            "both gets another error under torch.compile than in eager",
+            OP,
+            '    torch._check(feats.dtype in DTYPES,\n'
+            '                 lambda: f"trilinear: feats must be float64, float32, float16 or bfloat16, got {feats.dtype}")\n'
+            '    torch._check(points.dtype == feats.dtype,\n'
+            '                 lambda: f"trilinear: points must have the dtype of feats ({feats.dtype}), got {points.dtype}")\n'
+            '    torch._check(points.device == feats.device,\n'
+            '                 lambda: f"trilinear: feats and points must be on the same device, got feats on {feats.device} "\n'
+            '                         f"and points on {points.device}")\n',
+            '    torch._check(points.device == feats.device,\n'
+            '                 lambda: f"trilinear: feats and points must be on the same device, got feats on {feats.device} "\n'
+            '                         f"and points on {points.device}")\n'
+            '    torch._check(feats.dtype in DTYPES,\n'
+            '                 lambda: f"trilinear: feats must be float64, float32, float16 or bfloat16, got {feats.dtype}")\n'
+            '    torch._check(points.dtype == feats.dtype,\n'
+            '                 lambda: f"trilinear: points must have the dtype of feats ({feats.dtype}), got {points.dtype}")\n'),
+    Variant("function-stashes-output", "keeps the output on ctx as an attribute (ctx.out = out): a reference cycle "
+            "output -> grad_fn -> ctx -> output that keeps it alive until the garbage collector runs",
+            FN, SAVE, SAVE + "\n        ctx.out = out"),
+    Variant("function-backward-zeros-for-unneeded", "returns zeros instead of None for a gradient nobody asked for "
+            "(an (N, 8, F) allocation and a fill per step, then thrown away by autograd)",
+            FN, FN_RETURN,
+            "grad_feats, grad_points = ext.backward(grad_out, feats, points, need_feats, need_points)\n"
+            "        return (grad_feats if need_feats else grad_out.new_zeros(grad_out.shape[0], 8, grad_out.shape[1]),\n"
+            "                grad_points if need_points else torch.zeros_like(points))"),
+    Variant("op-backward-returns-placeholders", "returns the backward op's empty placeholders instead of None for "
+            "gradients nobody asked for",
+            OP, OP_RETURN, "    return grad_feats, grad_points"),
+    Variant("quantize-skip-zero-shift", "adds the zero point only when it is not 0: rint(-0.3) stays -0.0",
+            QH, ROUND, "const T r = ::rint(x * g.inv_scale);\n  const T q = g.zero_point != T(0) ? r + g.zero_point : r;"),
+    Variant("quantize-divides-by-inv-scale", "scales the level back by dividing by inv_scale instead of multiplying "
+            "by scale", QH, "return (c - g.zero_point) * g.scale;", "return (c - g.zero_point) / g.inv_scale;"),
+    Variant("quantize-cpu-chunk-not-offset", "the CPU loop indexes each parallel_for chunk from 0 instead of from "
+            "begin: every chunk but the first rewrites the first elements (only tensors of more than 32768 values)",
+            QCPU, "      for (int64_t i = begin; i < end; ++i) {\n        bool in_range;\n"
+                  "        o[i] = static_cast<scalar_t>(fake_quantize_one<opmath_t>(static_cast<opmath_t>(in[i]), grid, in_range));\n"
+                  "        m[i] = in_range;",
+            "      for (int64_t i = 0; i < end - begin; ++i) {\n        bool in_range;\n"
+            "        o[i] = static_cast<scalar_t>(fake_quantize_one<opmath_t>(static_cast<opmath_t>(in[i]), grid, in_range));\n"
+            "        m[i] = in_range;"),
+    Variant("backward-f0-not-zeroed", "with F = 0 the points' gradient is left uninitialised",
+            CHK, "    if (need_points) grad_points.zero_();  // F = 0: out does not depend on the points\n", ""),
+    Variant("grid-clamp-upper-only", "clamps the lower vertex to R - 1 but not to 0: a point below -1 gets a "
+            "negative index, which Python's indexing wraps to the far end of the grid",
+            MOD, ".clamp_(0, R - 1)", ".clamp_(max=R - 1)"),
+    Variant("ste-masked-fill", "grad_out.masked_fill(~mask, 0): +0.0 where the product gives -0.0, NaN dropped",
+            STE, "return grad_out * mask, None, None, None, None",
+            "return grad_out.masked_fill(~mask, 0), None, None, None, None"),
+]

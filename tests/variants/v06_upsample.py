@@ -322,3 +322,113 @@ VARIANTS = [
     Variant("scale-inverted-in-T", "1 / scale computed in T after rounding the scale to T (one ulp off)",
             "csrc/upsample.h", "return static_cast<T>(1.0 / *scale);", "return T(1) / static_cast<T>(*scale);"),
 ]
+
+# Found by a red-team round: a scratch shared by parallel_for's tasks, fakes that lose the layout.
+VARIANTS += [
+    Variant("fake-ignores-memory-format", "the fake kernels allocate NCHW-contiguous outputs whatever the input's "
+            "layout: a channels-last input gets channels-last strides in eager and contiguous ones under FakeTensor",
+            "upsample.py", "return torch.empty(shape, dtype=like.dtype, device=like.device, memory_format=_memory_format(like))",
+            "return torch.empty(shape, dtype=like.dtype, device=like.device)"),
+    Variant("fake-memory-format-expanded-c", "the fake's layout rule forgets that a stride-0 channel axis means NCHW "
+            "(ops.cpp's channels_last_like checks it first)",
+            "upsample.py", "    if t.stride(1) == 0:\n        return torch.contiguous_format\n", ""),
+    Variant("cpu-gather-shared-scratch", "creates the line cache and the accumulator once, outside parallel_for: "
+            "tasks on different threads share them",
+            "csrc/upsample_cpu.cpp",
+            "  torch::stable::parallel_for(0, n_rows, grain, [&](int64_t begin, int64_t end) {\n"
+            "    // This task owns grad_in rows [begin, end): it writes each of their\n"
+            "    // elements once, and nothing else. grad_out row dh goes to slot\n"
+            "    // dh % slots of the cache: consecutive rows of a range never share a\n"
+            "    // slot, so a range of up to `slots` rows is gathered along W once.\n"
+            "    LineCache<opmath_t> cache(slots, g.W_in);\n"
+            "    std::vector<opmath_t> acc(g.W_in);\n",
+            "  LineCache<opmath_t> cache(slots, g.W_in);\n"
+            "  std::vector<opmath_t> acc(g.W_in);\n"
+            "  torch::stable::parallel_for(0, n_rows, grain, [&](int64_t begin, int64_t end) {\n"),
+    Variant("cpu-gather-cache-key-w-out", "keys the line cache by p * W_out + dh (W_out, not H_out): keys of two "
+            "planes collide when H_out > W_out",
+            "csrc/upsample_cpu.cpp", "cache.get(p * g.H_out + dh, dh % slots,", "cache.get(p * g.W_out + dh, dh % slots,"),
+    Variant("cpu-gather-skips-zero-weights", "skips the columns whose weight is 0 (an 'optimisation'): an inf "
+            "there no longer makes the pixel NaN, as it does in PyTorch",
+            "csrc/upsample_cpu.cpp", "        if (k < count) {\n          sum += wx[k]",
+            "        if (k < count && wx[k] != opmath_t(0)) {\n          sum += wx[k]"),
+    Variant("cpu-gather-store-two-roundings", "rounds the running sum and the last term to the storage type "
+            "separately before the last addition",
+            "csrc/upsample_cpu.cpp", "gi_row[w] = static_cast<scalar_t>(sum[w] + wy * line[w]);",
+            "gi_row[w] = static_cast<scalar_t>(sum[w]) + static_cast<scalar_t>(wy * line[w]);"),
+    Variant("gather-range-superset", "starts every range one output early (clamped at 0): the extra output reads "
+            "the pixel with weight 0",
+            "csrc/upsample.h", "begin = first_output<T>(i - 1, in, out, ratio, mode);",
+            "begin = first_output<T>(i - 1, in, out, ratio, mode);\n  begin = begin > 0 ? begin - 1 : 0;"),
+    Variant("tf-legacy-ignores-scale", "uses the scale factor in half_pixel only (TensorFlow has no scale "
+            "factors), though the op's spec gives tf_legacy 1 / scale too",
+            "csrc/upsample.h", "  if (scale.has_value()) {", "  if (scale.has_value() && mode == Mode::HalfPixel) {"),
+]
+
+# A correct solution the grader must accept: README hint 2 of gather-backward written out (no line
+# cache, one accumulator per grad_in row, another order of additions than the chapter's).
+VARIANTS += [
+    Variant("hint2-direct-gather", "README hint 2 of gather-backward written out: no line cache, one "
+            "accumulator per grad_in row, the products wy * wx * g in another order than the chapter's",
+            "csrc/upsample_cpu.cpp",
+            '  torch::stable::parallel_for(0, n_rows, grain, [&](int64_t begin, int64_t end) {\n'
+            '    // This task owns grad_in rows [begin, end): it writes each of their\n'
+            '    // elements once, and nothing else. grad_out row dh goes to slot\n'
+            '    // dh % slots of the cache: consecutive rows of a range never share a\n'
+            '    // slot, so a range of up to `slots` rows is gathered along W once.\n'
+            '    LineCache<opmath_t> cache(slots, g.W_in);\n'
+            '    std::vector<opmath_t> acc(g.W_in);\n'
+            '    const std::vector<opmath_t> zeros(g.W_in, opmath_t(0));\n'
+            '    for (int64_t row = begin; row < end; ++row) {\n'
+            '      const int64_t p = row / g.H_in, h = row % g.H_in;\n'
+            '      scalar_t* gi_row = grad_in + row * g.W_in;\n'
+            '      const int64_t first = rows.begin[h], last = rows.end[h] - 1;\n'
+            '      if (first > last) {  // no output row reads input row h: its gradient is 0\n'
+            '        std::fill(gi_row, gi_row + g.W_in, static_cast<scalar_t>(0));\n'
+            '        continue;\n'
+            '      }\n'
+            '      for (int64_t dh = first; dh <= last; ++dh) {\n'
+            '        // grad_out row dh of plane p, gathered along W: line[w] for every input column w\n'
+            '        const opmath_t* line = cache.get(p * g.H_out + dh, dh % slots, [&](opmath_t* dst) {\n'
+            '          gather_line(cols, grad_out + (p * g.H_out + dh) * g.W_out, dst);\n'
+            '        });\n'
+            '        const opmath_t wy = rows.weight[rows.offset[h] + (dh - first)];\n'
+            '        // One pass over the row per grad_out row: the first adds to zeros (no\n'
+            '        // separate zeroing pass), the last stores (no separate store pass).\n'
+            '        const opmath_t* sum = dh == first ? zeros.data() : acc.data();\n'
+            '        if (dh < last) {\n'
+            '          for (int64_t w = 0; w < g.W_in; ++w) {  // contiguous: vectorised\n'
+            '            acc[w] = sum[w] + wy * line[w];\n'
+            '          }\n'
+            '        } else {\n'
+            '          for (int64_t w = 0; w < g.W_in; ++w) {\n'
+            '            gi_row[w] = static_cast<scalar_t>(sum[w] + wy * line[w]);  // one rounding, at the end\n'
+            '          }\n'
+            '        }\n'
+            '      }\n'
+            '    }\n'
+            '  });\n',
+            '  (void)slots;\n'
+            '  torch::stable::parallel_for(0, n_rows, grain, [&](int64_t begin, int64_t end) {\n'
+            '    std::vector<opmath_t> acc(g.W_in);\n'
+            '    for (int64_t row = begin; row < end; ++row) {\n'
+            '      const int64_t p = row / g.H_in, h = row % g.H_in;\n'
+            '      std::fill(acc.begin(), acc.end(), opmath_t(0));\n'
+            '      for (int64_t dh = rows.begin[h]; dh < rows.end[h]; ++dh) {\n'
+            '        const opmath_t wy = rows.weight[rows.offset[h] + (dh - rows.begin[h])];\n'
+            '        const scalar_t* go = grad_out + (p * g.H_out + dh) * g.W_out;\n'
+            '        for (int64_t w = 0; w < g.W_in; ++w) {\n'
+            '          for (int64_t dw = cols.begin[w]; dw < cols.end[w]; ++dw) {\n'
+            '            const opmath_t wx = cols.weight[cols.offset[w] + (dw - cols.begin[w])];\n'
+            '            acc[w] += wy * wx * static_cast<opmath_t>(go[dw]);\n'
+            '          }\n'
+            '        }\n'
+            '      }\n'
+            '      scalar_t* gi_row = grad_in + row * g.W_in;\n'
+            '      for (int64_t w = 0; w < g.W_in; ++w) {\n'
+            '        gi_row[w] = static_cast<scalar_t>(acc[w]);\n'
+            '      }\n'
+            '    }\n'
+            '  });\n',
+            correct=True),
+]
