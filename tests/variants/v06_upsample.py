@@ -432,3 +432,15 @@ VARIANTS += [
             '  });\n',
             correct=True),
 ]
+
+# The CUDA gather's own bounds, one past or one short (red-team round; checked on a GPU).
+VARIANTS += [
+    Variant("cuda-gather-row-end-inclusive", "runs the row loop to rows.end[h] inclusive: one grad_out row too many "
+            "(weight 0 there, but 0 * inf is NaN, and past the last row it reads past the tensor)",
+            "csrc/upsample_cuda.cu", "  for (int64_t dh = rows.begin[h]; dh < rows.end[h]; ++dh) {\n    const T wy = tap_weight",
+            "  for (int64_t dh = rows.begin[h]; dh <= rows.end[h]; ++dh) {\n    const T wy = tap_weight", cuda_only=True),
+    Variant("cuda-gather-drops-partial-pack", "loads a pack only when all V of its columns are in the window: "
+            "a window whose count is not a multiple of V loses its last columns",
+            "csrc/upsample_cuda.cu", "      if (c < win.count) {\n        T v[V][N];", "      if (c + V <= win.count) {\n        T v[V][N];",
+            cuda_only=True),
+]
