@@ -1148,15 +1148,20 @@ __global__ void __launch_bounds__(kThreads) forward_nhwc_kernel(
   const int n = static_cast<int>(row_out - f0 < V ? row_out - f0 : V);  // fewer than V at the row's end
   const bool vector = vector_stores && n == V;
   constexpr int kTaps = kPixel ? 1 : V;
-  int64_t o0[kTaps], o1[kTaps];  // where each value's two column taps sit in an input row
+  // Where each value's two column taps sit in an input row: 32-bit (the host checks that a row
+  // of W_in * C values fits), so the address of a tap is one 32-bit offset from the row, not a
+  // 64-bit one. One A/B run on the H100: channels-last x2 float32 0.2406 -> 0.2352 ms (93% ->
+  // 95%), the RGB image 0.0535 -> 0.0528 (float32) and 0.0365 -> 0.0360 (bfloat16); registers
+  // unchanged (ptxas: 64 / 48 in float32).
+  int o0[kTaps], o1[kTaps];
   T l[kTaps];
 #pragma unroll
   for (int j = 0; j < kTaps; ++j) {
     const int64_t f = f0 + (j < n ? j : 0);
     const int64_t w = f / C, c = f - w * C;
     const Taps<T> xt = source_taps<T>(w, W_in, rw, mode);
-    o0[j] = xt.i0 * C + c;
-    o1[j] = xt.i1 * C + c;
+    o0[j] = static_cast<int>(xt.i0 * C + c);
+    o1[j] = static_cast<int>(xt.i1 * C + c);
     l[j] = xt.l;
   }
   constexpr int kR = kRowsNhwc<scalar_t>;
@@ -1623,6 +1628,8 @@ void upsample_forward_cuda(const torch::stable::Tensor& x, torch::stable::Tensor
       const bool vector_stores =
           (g.W_out * C) % V == 0 && reinterpret_cast<uintptr_t>(out.data_ptr()) % sizeof(Pack<scalar_t, V>) == 0;
       constexpr int kR = kRowsNhwc<scalar_t>;
+      STD_TORCH_CHECK(g.W_in * C <= std::numeric_limits<int32_t>::max(), "upsample_bilinear2d: a channels-last row of ",
+                      g.W_in * C, " input values is too long for the kernel's 32-bit offsets");
       const Launch l = launch_rows((g.W_out * C + V - 1) / V, N * ((g.H_out + kR - 1) / kR));
       auto kernel = pixel ? forward_nhwc_kernel<scalar_t, V, true> : forward_nhwc_kernel<scalar_t, V, false>;
       kernel<<<l.grid, l.block, 0, stream>>>(x.const_data_ptr<scalar_t>(), out.mutable_data_ptr<scalar_t>(), N, C,
