@@ -500,8 +500,9 @@ class Script:
 class FakeClock:
     """Time that passes only when a scripted call says so: exact, whatever else the machine is doing.
 
-    The CPU timer reads time.perf_counter() (the README's spec); the other clocks of the
-    time module read this clock too, so a timer built on any of them is measured the same way."""
+    The CPU timer reads time.perf_counter() (the README's spec); the fixture `clock` below puts
+    it in place of every monotonic high-resolution clock, so a timer built on any of those is
+    measured the same way."""
 
     def __init__(self):
         self.now = 1000.0
@@ -517,17 +518,46 @@ class FakeClock:
 
 
 @pytest.fixture
-def clock(monkeypatch):
+def clock(monkeypatch, stopwatch):
+    """The scripted clock in place of the monotonic high-resolution clocks a timer may read:
+    time.perf_counter (the README's), perf_counter_ns, monotonic, monotonic_ns and
+    timeit.default_timer, also where stopwatch.py imported one by name (from time import
+    perf_counter). Not the wall clock (time.time: it jumps when the system time is set, and a
+    float of seconds since 1970 resolves only about 0.2 us) and not the CPU-time clocks
+    (process_time: a call that waits is not charged): a timer on those reads the real clock
+    and these tests see through it."""
+    import timeit
+
     c = FakeClock()
-    for name in ("perf_counter", "monotonic", "time", "process_time", "thread_time"):
+    real = {}
+    for name in ("perf_counter", "monotonic"):
+        real[getattr(time, name)] = c.seconds
         monkeypatch.setattr(time, name, c.seconds)
-    for name in ("perf_counter_ns", "monotonic_ns", "time_ns", "process_time_ns", "thread_time_ns"):
+    for name in ("perf_counter_ns", "monotonic_ns"):
+        real[getattr(time, name)] = c.nanoseconds
         monkeypatch.setattr(time, name, c.nanoseconds)
+    monkeypatch.setattr(timeit, "default_timer", c.seconds)
+    # timeit.Timer, timeit.timeit and timeit.repeat took default_timer as a default when timeit was imported
+    for fn in (timeit.Timer.__init__, timeit.timeit, timeit.repeat):
+        monkeypatch.setattr(fn, "__defaults__", tuple(real.get(d, d) if callable(d) else d for d in fn.__defaults__))
+    for name, value in list(vars(stopwatch).items()):
+        if callable(value) and value in real:
+            monkeypatch.setattr(stopwatch, name, real[value])
     return c
 
 
 def timed(stopwatch, fn, device, warmup, reps):
     return stopwatch.median_time_ms(fn, device, warmup=warmup, reps=reps)
+
+
+@pytest.mark.exercise("median-timer")
+def test_timer_keeps_autograd(stopwatch):
+    """The timer calls fn as the caller would: a call that needs autograd (a backward pass) runs
+    under the timer as outside it, not under torch.no_grad()."""
+    x = torch.ones(5, requires_grad=True)
+    ms = stopwatch.median_time_ms(lambda: (x * x).sum().backward(), "cpu", warmup=1, reps=3)
+    assert ms >= 0 and x.grad is not None and torch.equal(x.grad, torch.full((5,), 8.0)), (
+        "timing a backward pass (1 warm-up call + 3 timed ones) should accumulate x.grad = 4 * 2x = 8")
 
 
 @pytest.mark.exercise("median-timer")
@@ -714,3 +744,12 @@ def test_bench_quick_writes_json(ext, chapter_source, tmp_path):
     assert all(r["median_ms"] > 0 and 0 < r["fraction_of_floor"] for r in doc["records"])
     assert len(doc["environment"]["timing_methods"]) == 5
     assert {r["name"] for r in json.loads(out02.read_text())["records"]} == {"chapter02", "eager"}
+    # the floor counts every byte the op must move, in the dtype it was timed in: feats, points and out
+    size = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2}
+    for r in doc["records"]:
+        if "N" in r and "bytes" in r:
+            N, F = r["N"], r["F"]
+            assert r["bytes"] == (N * 8 * F + 3 * N + N * F) * size[r["dtype"]], (
+                f"{r['name']} at N={N} F={F} {r['dtype']}: {r['bytes']} bytes counted, the op reads feats (N, 8, F) and "
+                f"points (N, 3) and writes out (N, F): {(N * 8 * F + 3 * N + N * F) * size[r['dtype']]}")
+    assert {r["dtype"] for r in doc["records"] if r.get("sweep") == "dtype"} == set(size)

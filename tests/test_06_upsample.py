@@ -312,8 +312,10 @@ def test_scale_factor(up, device, mode, recompute, factor):
 def test_op_scales(up, device, mode, dtype):
     """The op's own scale_h / scale_w: ratio 1/scale in half_pixel and tf_legacy, ignored in align_corners."""
     x = torch.randn(2, 3, 7, 9, device=device, dtype=dtype)
-    # out = floor(in * scale) where a scale is given, as F.interpolate makes them
-    for size, scales in [((11, 15), (1.7, 1.75)), ((4, 20), (0.6, 2.3)), ((13, 4), (None, 0.45)), ((1, 1), (0.15, 0.12))]:
+    # out = floor(in * scale) in the first four, as F.interpolate makes them; the op takes any
+    # pair, and a scale that does not give the size still sets the ratio (the last two, as aten)
+    for size, scales in [((11, 15), (1.7, 1.75)), ((4, 20), (0.6, 2.3)), ((13, 4), (None, 0.45)), ((1, 1), (0.15, 0.12)),
+                         ((4, 20), (0.5, 2.0)), ((9, 5), (1.5, 0.9))]:
         with poisoned_empty():
             out = op(x, list(size), mode, *scales)
         check(out, ref_forward(x, size, mode, scales), f"{mode}, size {size}, scales {scales}")
@@ -357,6 +359,30 @@ def test_one_axis_keeps_its_size_with_a_scale(up, device, mode):
         if device == "cuda" and mode in TORCH_MODES:
             ref = torch.ops.aten.upsample_bilinear2d(x, list(size), TORCH_MODES[mode], *scales)
             assert_close64(out, ref, f"{mode}, size {size}, scales {scales} vs aten.upsample_bilinear2d (CUDA)")
+
+
+@pytest.mark.exercise("source-coordinate")
+def test_size_ratio_rounding_on_a_long_axis(up, device):
+    """float32, a 2400-pixel row resized to 4080 by size: the ratio is in / out divided in float
+    (T), rounded once. Taken another way (1 / (out / in), or in double then rounded twice) it is
+    an ulp off, and over 4080 outputs the coordinates drift by 1e-3."""
+    x = torch.randn(1, 2, 1, 2400, device=device, dtype=torch.float32)
+    out = up.upsample_bilinear(x, (1, 4080), mode="half_pixel")
+    ratio = (torch.tensor(2400.0) / torch.tensor(4080.0)).double()  # float32 division, one rounding
+    d = torch.arange(4080, dtype=torch.float64)
+    xs = x.detach().double().cpu()
+    err = float("inf")
+    # the coordinate ratio * (d + 0.5) - 0.5 in float: two roundings, or one where the compiler
+    # fuses it into a multiply-add (nvcc does): either is right
+    for s in ((ratio.float() * (d.float() + 0.5) - 0.5).double(), (ratio * (d + 0.5) - 0.5).float().double()):
+        s = s.clamp(min=0)
+        i0 = s.floor().long().clamp(max=2399)
+        i1 = (i0 + 1).clamp(max=2399)
+        lam = s - s.floor()
+        ref = (xs[..., i0] * (1 - lam) + xs[..., i1] * lam).to(device)
+        err = min(err, (out.double() - ref).abs().max().item())
+    assert err < 2e-5, (f"float32 resizing of a 2400-pixel row to 4080 is {err:.2g} away from the reference: is the "
+                        f"ratio in / out divided once, in T?")
 
 
 @pytest.mark.exercise("source-coordinate")
@@ -620,7 +646,8 @@ def check_backward_op_scales(device, mode, dtype):
     """The backward op with scale_h / scale_w, against the transposed formula and aten's backward."""
     # out = floor(in * scale) where a scale is given, as F.interpolate makes them
     for in_hw, out_hw, scales in [((7, 9), (11, 15), (1.7, 1.75)), ((7, 9), (4, 20), (0.6, 2.3)),
-                                  ((5, 4), (13, 1), (None, 0.45)), ((3, 2), (1, 1), (0.4, 0.6))]:
+                                  ((5, 4), (13, 1), (None, 0.45)), ((3, 2), (1, 1), (0.4, 0.6)),
+                                  ((7, 9), (4, 20), (0.5, 2.0))]:  # the last: scales that do not give the sizes
         grad_out = torch.randn((2, 3) + out_hw, device=device, dtype=dtype)
         with poisoned_empty():
             grad_in = bw(grad_out, list(in_hw), mode, "gather", *scales)
@@ -752,14 +779,17 @@ def test_backward_grad_out_layouts_cpu(up, mode):
 
 
 @pytest.mark.exercise("gather-backward")
-@pytest.mark.parametrize("shape, size, repeats", [((2, 8, 96, 64), (37, 29), 1), ((4, 8, 256, 256), (64, 64), 12),
-                                                  ((8, 32, 64, 64), (128, 128), 4)],
-                         ids=["down", "x4-many-tasks", "x0.5-many-tasks"])
-def test_gather_same_bits_any_threads(up, shape, size, repeats):
+@pytest.mark.parametrize("shape, size, repeats, layout", [
+    ((2, 8, 96, 64), (37, 29), 1, "nchw"), ((4, 8, 256, 256), (64, 64), 12, "nchw"),
+    ((8, 32, 64, 64), (128, 128), 4, "nchw"), ((4, 8, 256, 256), (64, 64), 12, "channels_last")],
+    ids=["down", "x4-many-tasks", "x0.5-many-tasks", "x4-many-tasks-channels-last"])
+def test_gather_same_bits_any_threads(up, shape, size, repeats, layout):
     """The CPU gather gives the same bits with 1 thread and with several, every time: each task
     of parallel_for must own its scratch (line cache, accumulator). Tasks that share one race,
     and a race shows only sometimes, so the shapes with many tasks run several times."""
     grad_out = torch.randn(shape, dtype=torch.float32)
+    if layout == "channels_last":
+        grad_out = grad_out.contiguous(memory_format=torch.channels_last)
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
@@ -1417,6 +1447,22 @@ def _read_pixels(n_in: int, n_out: int, mode: str) -> list[int]:
     """With a tiny scale, every source coordinate lies beyond the last pixel, except tf_legacy's
     first (0 * ratio = 0): the pixel each output index reads, alone."""
     return [0 if mode == "tf_legacy" and d == 0 else n_in - 1 for d in range(n_out)]
+
+
+@pytest.mark.parametrize("mode", ["half_pixel", "tf_legacy"])
+@pytest.mark.parametrize("shape", [(1, 2, 100, 3), (1, 2, 3, 100)], ids=["tall", "wide"])
+def test_tiny_scales_long_axes(up, device, mode, shape):
+    """A tiny scale on each axis is bounded by that axis's own length: on a 100 x 3 image (and
+    3 x 100) each output still reads the pixel test_tiny_scales names, on the right axis."""
+    x = torch.randn(shape, device=device, dtype=torch.float64)
+    ih, iw = _read_pixels(shape[2], 3, mode), _read_pixels(shape[3], 2, mode)
+    with poisoned_empty():
+        out = op(x, [3, 2], mode, 1e-18, 1e-18)
+    assert_bitwise(out, x[:, :, ih][:, :, :, iw], what=f"{mode}, {list(shape)} -> [3, 2], scales 1e-18")
+    if mode == "half_pixel" and device == "cpu" and shape[2] > shape[3]:
+        # aten's CPU kernel agrees along H; along W, at this scale, it reads other pixels (not ours to test)
+        assert_close64(out, torch.ops.aten.upsample_bilinear2d(x, [3, 2], False, 1e-18, 1e-18),
+                       f"{list(shape)} -> [3, 2], scales 1e-18 vs aten.upsample_bilinear2d")
 
 
 @pytest.mark.parametrize("mode", ["half_pixel", "tf_legacy"])

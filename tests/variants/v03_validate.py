@@ -253,3 +253,30 @@ VARIANTS += [
             "csrc/trilinear.cpp", "const bool aligned = feats_address % 16 == 0 && out_address % 16 == 0;",
             "const bool aligned = feats_address % 32 == 0 && out_address % 32 == 0;"),
 ]
+
+# Found by a red-team round: a wall-clock timer, a timer under no_grad, a floor without the output;
+# and two correct timers (timeit) that the scripted clock did not reach.
+VARIANTS += [
+    Variant("timer-time-time", "times the CPU calls with time.time(): the wall clock, which steps with NTP and, "
+            "as a double of seconds since 1970, resolves only ~0.24 µs",
+            "stopwatch.py", "            start = time.perf_counter()\n            fn()\n            times.append((time.perf_counter() - start) * 1e3)",
+            "            start = time.time()\n            fn()\n            times.append((time.time() - start) * 1e3)"),
+    Variant("timer-no-grad", "runs every call under torch.no_grad() (\"benchmarks need no graph\"): a call that "
+            "needs autograd fails or is timed without its graph",
+            "stopwatch.py", "    cuda = torch.device(device).type == \"cuda\"\n",
+            "    cuda = torch.device(device).type == \"cuda\"\n    _fn = fn\n\n    def fn():\n        with torch.no_grad():\n            return _fn()\n\n"),
+    Variant("timer-timeit-default-timer", "timeit.default_timer, which is time.perf_counter",
+            "stopwatch.py", "            start = time.perf_counter()\n            fn()\n            times.append((time.perf_counter() - start) * 1e3)",
+            "            import timeit\n            start = timeit.default_timer()\n            fn()\n"
+            "            times.append((timeit.default_timer() - start) * 1e3)", correct=True),
+    Variant("timer-timeit-repeat", "timeit.repeat(fn, number=1, repeat=reps): reps calls, each timed on its own "
+            "with time.perf_counter", "stopwatch.py", CPU_LOOP,
+            "        import timeit\n        times = [t * 1e3 for t in timeit.repeat(fn, number=1, repeat=reps)]\n",
+            correct=True),
+    Variant("bench-floor-omits-output", "counts the bytes moved as feats + points only (the output's writes left "
+            "out): every fraction of the floor comes out too low",
+            "bench.py", "moved = timing.nbytes(feats, points, out)", "moved = timing.nbytes(feats, points)"),
+    Variant("bench-dtype-sweep-ignores-dtype", "the dtype sweep makes float32 inputs whatever dtype it records",
+            "bench.py", "    feats, points = inputs(N, F, device, dtype)\n    expected",
+            "    feats, points = inputs(N, F, device)\n    expected"),
+]

@@ -444,3 +444,67 @@ VARIANTS += [
             "csrc/upsample_cuda.cu", "      if (c < win.count) {\n        T v[V][N];", "      if (c + V <= win.count) {\n        T v[V][N];",
             cuda_only=True),
 ]
+
+# Found by a second red-team round: ratios rounded another way, scales that do not give the size, the
+# tiny-scale bound of the other axis, a channels-last scratch shared between tasks.
+VARIANTS += [
+    Variant("ratio-inverse-of-upscale", "computes the size ratio as 1 / (out / in) in T (the scale path's "
+            "shape, with the scale recomputed from the sizes): one float32 ulp off for many size pairs",
+            "csrc/upsample.h", "  return static_cast<T>(in) / static_cast<T>(out);\n  // END SOLUTION",
+            "  return T(1) / (static_cast<T>(out) / static_cast<T>(in));\n  // END SOLUTION"),
+    Variant("scale-rounded-to-T-first", "rounds the scale to T before inverting it in double",
+            "csrc/upsample.h", "return static_cast<T>(1.0 / *scale);", "return static_cast<T>(1.0 / static_cast<T>(*scale));"),
+    Variant("scale-only-when-consistent", "uses 1 / scale only when floor(in * scale) == out (a scale that does "
+            "not match the size is taken for a stale one); the op's spec uses 1 / scale whenever one is given",
+            "csrc/upsample.h", "  if (scale.has_value()) {",
+            "  if (scale.has_value() && static_cast<int64_t>(std::floor(static_cast<double>(in) * *scale)) == out) {"),
+    Variant("half-pixel-double-literals", "writes the half-pixel constants as double literals: for float inputs "
+            "the coordinate is computed in double and rounded once (not in opmath_t as PyTorch does)",
+            "csrc/upsample.h", "const T s = ratio * (static_cast<T>(d) + T(0.5)) - T(0.5);",
+            "const T s = ratio * (static_cast<T>(d) + 0.5) - 0.5;"),
+    Variant("cpu-gather-line-rounded-to-storage", "rounds each grad_out line gathered along W to the storage "
+            "type (a line buffer of scalar_t), then sums the lines along H in float",
+            "csrc/upsample_cpu.cpp", "    dst[w] = sum;\n", "    dst[w] = static_cast<scalar_t>(sum);\n"),
+    Variant("cpu-gather-terms-rounded-to-storage", "rounds each term wy * line[w] to the storage type before "
+            "adding it to the float accumulator",
+            "csrc/upsample_cpu.cpp", "            acc[w] = sum[w] + wy * line[w];",
+            "            acc[w] = sum[w] + static_cast<opmath_t>(static_cast<scalar_t>(wy * line[w]));"),
+    Variant("cpu-gather-row-weight-storage-type", "keeps the row weight wy in the storage type",
+            "csrc/upsample_cpu.cpp", "        const opmath_t wy = rows.weight[rows.offset[h] + (dh - first)];",
+            "        const opmath_t wy = static_cast<scalar_t>(rows.weight[rows.offset[h] + (dh - first)]);"),
+    Variant("cpu-gather-slot-modulo-constant", "picks the cache slot as dh % kLineSlots, not dh % slots: "
+            "slots past the cache's end when the ranges are short",
+            "csrc/upsample_cpu.cpp", "cache.get(p * g.H_out + dh, dh % slots,", "cache.get(p * g.H_out + dh, dh % kLineSlots,"),
+    Variant("bounded-scale-axes-swapped", "bounds scale_h by W_in and scale_w by H_in (the tiny-scale bound "
+            "of the other axis)",
+            "csrc/ops.cpp", "mode, bounded_scale(scale_h, H_in), bounded_scale(scale_w, W_in)};",
+            "mode, bounded_scale(scale_h, W_in), bounded_scale(scale_w, H_in)};"),
+]
+
+VARIANTS += [
+    Variant("half-pixel-clamp-first-output-only", "clamps the half-pixel coordinate of output 0 only (the "
+            "worked example's one negative s): at x3 and beyond output 1's is negative too",
+            "csrc/upsample.h", "      return s < T(0) ? T(0) : s;", "      return d == 0 && s < T(0) ? T(0) : s;"),
+    Variant("cpu-gather-static-zeros", "makes the row of zeros static (built once, by the first call's W_in): "
+            "a later call with a wider row reads past it",
+            "csrc/upsample_cpu.cpp", "    const std::vector<opmath_t> zeros(g.W_in, opmath_t(0));\n",
+            "    static const std::vector<opmath_t> zeros(g.W_in, opmath_t(0));\n"),
+    Variant("cpu-gather-nhwc-shared-scratch", "the channels-last gather creates its line cache and accumulator "
+            "once, outside parallel_for: tasks on different threads share them",
+            "csrc/upsample_cpu.cpp",
+            "  torch::stable::parallel_for(0, N * g.H_in, grain, [&](int64_t begin, int64_t end) {\n"
+            "    LineCache<opmath_t> cache(slots, length);\n"
+            "    std::vector<opmath_t> acc(length);\n",
+            "  LineCache<opmath_t> cache(slots, length);\n"
+            "  std::vector<opmath_t> acc(length);\n"
+            "  torch::stable::parallel_for(0, N * g.H_in, grain, [&](int64_t begin, int64_t end) {\n"),
+    Variant("cpu-forward-shared-cache", "the CPU forward creates its two-line cache once, outside parallel_for: "
+            "tasks on different threads share it",
+            "csrc/upsample_cpu.cpp",
+            "  torch::stable::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {\n"
+            "    // Input row r (of all images: r = n * H_in + i) goes to slot r % 2. An\n"
+            "    // output row needs rows i0 and i0 + 1 (or i0 twice): different slots.\n"
+            "    LineCache<opmath_t> cache(2, length);\n",
+            "  LineCache<opmath_t> cache(2, length);\n"
+            "  torch::stable::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {\n"),
+]
