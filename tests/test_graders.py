@@ -4,7 +4,8 @@ For every chapter: (1) each exercise's untouched stub fails every test that grad
 it, and (2) each plausible wrong solution in tests/variants/ makes exactly the
 exercise(s) whose code it changes NOT YET, graded the way `./course grade` grades a
 learner (each exercise alone, the chapter's solution for the others); a change outside
-every exercise must fail some test of the chapter. Without a GPU the builds are
+every exercise must fail some test of the chapter; and each correct alternative there
+(correct=True: another right answer, such as a lesson hint's kernel) PASSES everything. Without a GPU the builds are
 CPU-only and variants that only touch CUDA code are skipped. See coursekit/selfcheck.py.
 
 Time budget: with COURSE_SELFCHECK_BUDGET=S (seconds), variants that would start after S
