@@ -367,6 +367,7 @@ def nonfinite_inputs(device, dtype):
     points[2], feats[2, 5, 0], grad_out[2, 0] = torch.tensor([-1.0, 1.0, 0.5]), -inf, 0
     points[3], grad_out[3, 4] = torch.tensor([1.0, 1.0, 1.0]), nan   # a corner: 7 weights are 0
     points[4], feats[4, 6, 3] = torch.tensor([0.0, -1.0, 1.0]), inf  # an edge, an inf feature
+    feats[5], grad_out[5, 2], grad_out[5, 4] = 0, nan, inf           # corner sums of exactly 0 (zero features)
     return tuple(t.to(device, dtype) for t in (grad_out, feats, points))
 
 

@@ -140,9 +140,10 @@ def check_saved(trilinear, which):
     names = ["feats" if t is feats else "points" if t is points else f"another tensor of shape {tuple(t.shape)}"
              for t in saved]
     expected = ["feats", "points"] if points.requires_grad else ["points"]
-    assert sorted(names) == expected, (
+    assert names == expected, (
         f"with {which} requiring a gradient, autograd keeps {names or 'nothing'} for backward; expected {expected} "
-        f"(the points always: the weights depend on them; feats only for the points' gradient; never the output)")
+        f"(in this order, as backward unpacks them; the points always: the weights depend on them; feats only for "
+        f"the points' gradient; never the output)")
 
 
 class Spy:
@@ -186,16 +187,19 @@ def check_grad_out_layouts(trilinear, device):
 
 # (loss, the input the first derivative is taken in). In feats only with the square loss: there the
 # gradient depends on feats; with the other two it is a constant, and its derivative truly zero.
-SECOND_DERIVATIVES = [("square", "points"), ("sum", "points"), ("penalty", "points"), ("square", "feats")]
+SECOND_DERIVATIVES = [("square", "points"), ("sum", "points"), ("penalty", "points"), ("square", "feats"),
+                      ("penalty", "points alone")]
 
 
 def second_derivative(trilinear, loss, wrt="points"):
     """A second derivative through `trilinear`, three ways: must raise, never answer silently.
-    wrt="feats": only feats requires a gradient, and the first derivative is taken in feats."""
-    feats, points = inputs(4, 3, dtype=torch.float64, which="both" if wrt == "points" else "feats")
+    wrt="feats": only feats requires a gradient, and the first derivative is taken in feats;
+    wrt="points alone": only the points require one (feats is then not even saved)."""
+    which = {"points": "both", "feats": "feats", "points alone": "points"}[wrt]
+    feats, points = inputs(4, 3, dtype=torch.float64, which=which)
     out = trilinear(feats, points)
     L = (out**2).sum() if loss == "square" else out.sum()
-    (grad,) = torch.autograd.grad(L, points if wrt == "points" else feats, create_graph=True)
+    (grad,) = torch.autograd.grad(L, feats if wrt == "feats" else points, create_graph=True)
     if loss == "penalty":  # a gradient penalty: the loss is linear in out, so grad_out is a constant
         (L + grad.square().sum()).backward()
     else:
@@ -366,7 +370,7 @@ def test_op_schemas(ext):
             f"{text}: an alias annotation, (a) or (a!), says the op returns a view of an input or writes to it; "
             f"these ops are functional")
         assert [(t, n) for t, n, _ in parsed] == args, f"{text}: expected the arguments (type, name) {args}"
-        assert got_rets == rets, f"{text}: expected the returns {rets}"
+        assert [r.split()[0] for r in got_rets] == rets, f"{text}: expected the returns {rets} (names are free)"
         assert not kwarg_only and all(d is None for _, _, d in parsed), f"{text}: no keyword-only arguments, no defaults"
 
 
@@ -608,6 +612,8 @@ FAKE_DEVICE_CASES = [  # (op, case, (shape, dtype, device) per tensor argument, 
      [((4, 2), F32, "cuda:0"), ((4, 8, 2), F32, "cuda:1"), ((4, 3), F32, "cuda:0"), True, True], B_DEVICE),
     ("trilinear_backward", "grad_out on cuda:1",
      [((4, 2), F32, "cuda:1"), ((4, 8, 2), F32, "cuda:0"), ((4, 3), F32, "cuda:0"), True, True], B_DEVICE),
+    ("trilinear_backward", "feats on another device, its gradient not needed",
+     [((4, 2), F32, "cuda:0"), ((4, 8, 2), F32, "cpu"), ((4, 3), F32, "cuda:0"), True, False], B_DEVICE),
     ("trilinear_backward", "feats float64 and on another device",
      [((4, 2), F32, "cpu"), ((4, 8, 2), F64, "cuda:0"), ((4, 3), F32, "cpu"), True, True],
      "trilinear_backward: feats must have the dtype of grad_out"),
@@ -768,6 +774,7 @@ def test_op_gradcheck(op, device):
 def test_op_needs_input_grad(op, monkeypatch, which):
     spy = Spy(op.trilinear_backward_op)
     monkeypatch.setattr(op, "trilinear_backward_op", spy)
+    monkeypatch.setattr(torch.ops.ch05, "trilinear_backward", spy)  # the same operator, by its other name
     feats, points = inputs(7, 5, which=which)
     op.trilinear(feats, points).sum().backward()
     assert spy.calls == [(feats.requires_grad, points.requires_grad)], \
@@ -779,6 +786,17 @@ def test_op_needs_input_grad(op, monkeypatch, which):
 @pytest.mark.parametrize("which", WHICH)
 def test_op_saves_only_what_backward_needs(op, which):
     check_saved(op.trilinear, which)
+
+
+@pytest.mark.exercise("op-autograd")
+def test_op_backward_op_refuses_its_derivative(op):
+    """The backward operator called directly, its result differentiated: its own formula must
+    refuse, not answer (a guard in the forward's backward only covers the route through it)."""
+    feats, points = inputs(4, 3, dtype=torch.float64, which="both")
+    grad_out = torch.randn(4, 3, dtype=torch.float64)
+    _, grad_points = torch.ops.ch05.trilinear_backward(grad_out, feats, points, True, True)
+    with expect_error("double backward", RuntimeError, what="differentiating ch05::trilinear_backward's result"):
+        grad_points.square().sum().backward()
 
 
 @pytest.mark.exercise("op-autograd")
@@ -1211,16 +1229,19 @@ def test_feature_grid_matches_reference(grid_module, device):
 @pytest.mark.exercise("grid-lookup")
 def test_cell_lookup_at_boundaries(grid_module):
     R = 4
-    points = torch.tensor([[-1.0, -0.5, 0.0], [1.0, 0.5, -1.0], [0.25, 1.0, 0.999]], dtype=torch.float64)
+    points = torch.tensor([[-1.0, -0.5, 0.0], [1.0, 0.5, -1.0], [0.25, 1.0, 0.999], [-1.5, 2.0, -3.0]],
+                          dtype=torch.float64)
     index, local = grid_module.cell_lookup(points, R)
-    # Cells by hand: s = (p + 1) * R / 2 = (0, 1, 2), (4, 3, 0), (2.5, 4, 3.998); lower vertex floor(s), the far
-    # face (s = R) in the last cell R - 1.
-    lower = [(0, 1, 2), (3, 3, 0), (2, 3, 3)]
-    expect_local = torch.tensor([[-1.0, -1, -1], [1, -1, -1], [0.0, 1, 2 * (3.998 - 3) - 1]], dtype=torch.float64)
+    # Cells by hand: s = (p + 1) * R / 2 = (0, 1, 2), (4, 3, 0), (2.5, 4, 3.998), (-1, 6, -4); lower vertex
+    # floor(s), the far face (s = R) in the last cell R - 1, and points cells away from the cube in the
+    # first or last cell, extrapolated (local beyond [-1, 1]).
+    lower = [(0, 1, 2), (3, 3, 0), (2, 3, 3), (0, 3, 0)]
+    expect_local = torch.tensor([[-1.0, -1, -1], [1, -1, -1], [0.0, 1, 2 * (3.998 - 3) - 1], [-3.0, 5, -9]],
+                                dtype=torch.float64)
     R1 = R + 1
     expect_index = torch.tensor([[((i + (k >> 2 & 1)) * R1 + j + (k >> 1 & 1)) * R1 + l + (k & 1) for k in range(8)]
                                  for i, j, l in lower])
-    assert index.shape == (3, 8) and torch.equal(index.cpu().long(), expect_index), (
+    assert index.shape == (4, 8) and torch.equal(index.cpu().long(), expect_index), (
         f"vertex indices {index.tolist()}, expected {expect_index.tolist()}")
     assert_f64(local, expect_local, "local coordinates", rtol=1e-12)
 

@@ -356,3 +356,54 @@ VARIANTS += [
             STE, "return grad_out * mask, None, None, None, None",
             "return grad_out.masked_fill(~mask, 0), None, None, None, None"),
 ]
+
+# Found by a third red-team round (and two correct alternatives the graders refused).
+_BACKWARD_TO_FORMULA = (
+    "    return (grad_feats if need_feats else None), (grad_points if need_points else None)\n    # END SOLUTION\n\n\n"
+    'torch.library.register_autograd("ch05::trilinear", _backward, setup_context=_setup_context)\n\n\n'
+    "# The backward op has no derivative of its own. Without a formula registered,\n"
+    "# autograd would differentiate *through* it anyway (with a warning) and return\n"
+    "# wrong zeros for a second derivative.\n"
+    "def _backward_of_backward(ctx, grad_grad_feats, grad_grad_points):\n    # BEGIN SOLUTION op-autograd\n")
+_IMPL_BLOCKS = (
+    "  // END SOLUTION\n}\n\n// One function serves both keys: trilinear_forward already checks the inputs\n"
+    "// and picks the CPU or the CUDA kernel by device (and, in a build without\n"
+    "// CUDA, refuses CUDA tensors with a message that says so).\nTORCH_LIBRARY_IMPL(ch05, CPU, m) {\n"
+    "  // BEGIN SOLUTION op-register\n  // STUB: (void)m;  // no kernel registered yet\n")
+VARIANTS += [
+    Variant("function-saves-points-first", "saves (points, feats or None): the order the spec fixes, (feats, points), "
+            "swapped; function-forward's tests compare the saved tensors as a set, and the chapter's backward then "
+            "unpacks points as feats",
+            FN, SAVE, "ctx.save_for_backward(points, feats if ctx.needs_input_grad[1] else None)"),
+    Variant("op-guard-in-backward-formula-returns-none", "refuses create_graph inside _backward (route 1's guard), "
+            "and the backward op's own formula returns Nones: torch.ops.ch05.trilinear_backward differentiated "
+            "directly gives a silent zero",
+            OP,
+            "    grad_feats, grad_points = trilinear_backward_op(grad_out, feats, points, need_feats, need_points)\n"
+            + _BACKWARD_TO_FORMULA
+            + '    raise RuntimeError("trilinear: double backward (a gradient of the gradient) is not implemented; "\n'
+              '                       "the backward op ch05::trilinear_backward is not differentiable")\n',
+            "    if torch.is_grad_enabled():  # create_graph=True: refuse, as route 1 does\n"
+            '        raise RuntimeError("trilinear: double backward (a gradient of the gradient) is not implemented")\n'
+            "    grad_feats, grad_points = trilinear_backward_op(grad_out, feats, points, need_feats, need_points)\n"
+            + _BACKWARD_TO_FORMULA + "    return None, None, None, None, None\n"),
+    Variant("fake-backward-feats-device-if-needed", "the fake backward compares feats' device only when the points "
+            "need a gradient (feats is read only then); the C++ op compares it always",
+            OP, "torch._check(points.device == grad_out.device and (feats is None or feats.device == grad_out.device),",
+            "torch._check(points.device == grad_out.device and (feats is None or not need_points "
+            "or feats.device == grad_out.device),"),
+    Variant("schema-named-returns", "names the backward's two returns as the spec table does: "
+            "-> (Tensor grad_feats, Tensor grad_points)",
+            OPS, '" -> (Tensor, Tensor)");', '" -> (Tensor grad_feats, Tensor grad_points)");', correct=True),
+    Variant("grid-trunc-clamp-upper-only", "the lower vertex by truncation (.long()) clamped only above: correct for "
+            "s > -1 (truncation gives 0 there), a negative index (wrapped by Python's indexing) from one cell "
+            "outside the cube on (p <= -1 - 2/R)",
+            MOD, "cell = s.detach().floor().clamp_(0, R - 1).long()", "cell = s.detach().long().clamp_(max=R - 1)"),
+    Variant("function-double-backward-only-feats", "refuses create_graph only when feats need a gradient: with the "
+            "points alone requiring one, a gradient penalty on points.grad silently loses its term",
+            FN, "        if torch.is_grad_enabled():\n", "        if torch.is_grad_enabled() and ctx.needs_input_grad[0]:\n"),
+    Variant("op-backward-calls-torch-ops", "calls the backward operator as torch.ops.ch05.trilinear_backward (the "
+            "same operator that trilinear_backward_op names)",
+            OP, "grad_feats, grad_points = trilinear_backward_op(grad_out,",
+            "grad_feats, grad_points = torch.ops.ch05.trilinear_backward(grad_out,", correct=True),
+]
