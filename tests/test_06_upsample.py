@@ -361,6 +361,22 @@ def test_one_axis_keeps_its_size_with_a_scale(up, device, mode):
             assert_close64(out, ref, f"{mode}, size {size}, scales {scales} vs aten.upsample_bilinear2d (CUDA)")
 
 
+def sample_row_float(x: torch.Tensor, ratio: float, n_out: int, fused: bool) -> torch.Tensor:
+    """x's last axis sampled at half_pixel coordinates s = ratio * (d + 0.5) - 0.5 computed in float32
+    (ratio a float32 value): with two roundings, or with one where the compiler fuses the multiply
+    and the add (nvcc does). The blend is in float64."""
+    n_in = x.shape[-1]
+    r = torch.tensor(ratio, dtype=torch.float64)
+    d = torch.arange(n_out, dtype=torch.float64)
+    s = (r * (d + 0.5) - 0.5).float() if fused else r.float() * (d.float() + 0.5) - 0.5
+    s = s.double().clamp(min=0)
+    i0 = s.floor().long().clamp(max=n_in - 1)
+    i1 = (i0 + 1).clamp(max=n_in - 1)
+    lam = s - s.floor()
+    xs = x.detach().double().cpu()
+    return (xs[..., i0] * (1 - lam) + xs[..., i1] * lam).to(x.device)
+
+
 @pytest.mark.exercise("source-coordinate")
 def test_size_ratio_rounding_on_a_long_axis(up, device):
     """float32, a 2400-pixel row resized to 4080 by size: the ratio is in / out divided in float
@@ -368,19 +384,9 @@ def test_size_ratio_rounding_on_a_long_axis(up, device):
     an ulp off, and over 4080 outputs the coordinates drift by 1e-3."""
     x = torch.randn(1, 2, 1, 2400, device=device, dtype=torch.float32)
     out = up.upsample_bilinear(x, (1, 4080), mode="half_pixel")
-    ratio = (torch.tensor(2400.0) / torch.tensor(4080.0)).double()  # float32 division, one rounding
-    d = torch.arange(4080, dtype=torch.float64)
-    xs = x.detach().double().cpu()
-    err = float("inf")
-    # the coordinate ratio * (d + 0.5) - 0.5 in float: two roundings, or one where the compiler
-    # fuses it into a multiply-add (nvcc does): either is right
-    for s in ((ratio.float() * (d.float() + 0.5) - 0.5).double(), (ratio * (d + 0.5) - 0.5).float().double()):
-        s = s.clamp(min=0)
-        i0 = s.floor().long().clamp(max=2399)
-        i1 = (i0 + 1).clamp(max=2399)
-        lam = s - s.floor()
-        ref = (xs[..., i0] * (1 - lam) + xs[..., i1] * lam).to(device)
-        err = min(err, (out.double() - ref).abs().max().item())
+    ratio = (torch.tensor(2400.0) / torch.tensor(4080.0)).item()  # float32 division, one rounding
+    # the coordinate fused into a multiply-add or not: either is right
+    err = min((out.double() - sample_row_float(x, ratio, 4080, fused)).abs().max().item() for fused in (False, True))
     assert err < 2e-5, (f"float32 resizing of a 2400-pixel row to 4080 is {err:.2g} away from the reference: is the "
                         f"ratio in / out divided once, in T?")
 
@@ -395,13 +401,7 @@ def test_scale_ratio_rounding_on_a_long_axis(up, device):
     # The reference, not F.interpolate: the CPU kernel of torch < 2.12 rounds differently here.
     ref = ref_forward(x, (1, 4080), "half_pixel", scales=(1.7, 1.7))
     if device == "cuda":  # nvcc contracts ratio * (d + 0.5) - 0.5 into one fused multiply-add: one rounding
-        ratio = torch.tensor(1.0 / 1.7, dtype=torch.float64).float().double()
-        s = (ratio * (torch.arange(4080, dtype=torch.float64) + 0.5) - 0.5).float().double().clamp(min=0)
-        i0 = s.floor().long().clamp(max=2399)
-        i1 = (i0 + 1).clamp(max=2399)
-        lam = s - s.floor()
-        xs = x.detach().double().cpu()
-        ref = (xs[..., i0] * (1 - lam) + xs[..., i1] * lam).to(device)
+        ref = sample_row_float(x, torch.tensor(1.0 / 1.7, dtype=torch.float64).float().item(), 4080, fused=True)
     assert out.shape == ref.shape, f"shape {tuple(out.shape)}, expected {tuple(ref.shape)}"
     err = (out.double() - ref).abs().max().item()
     assert err < 2e-5, (f"float32 upsampling of a 2400-pixel row by 1.7 is {err:.2g} away from the reference: "
