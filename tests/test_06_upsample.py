@@ -478,10 +478,10 @@ NHWC_SHAPES = [((2, 3, 7, 9), (13, 20)), ((1, 1, 5, 4), (9, 3)), ((2, 5, 6, 6), 
 NHWC_IDS = channel_shape_ids(NHWC_SHAPES)
 
 
-def misaligned_channels_last(t: torch.Tensor) -> torch.Tensor:
-    """t in a packed channels-last layout whose data starts one element past an aligned address."""
+def misaligned_channels_last(t: torch.Tensor, elements: int = 1) -> torch.Tensor:
+    """t in a packed channels-last layout whose data starts `elements` past an aligned address."""
     n, c, h, w = t.shape
-    flat = torch.empty(t.numel() + 1, dtype=t.dtype, device=t.device)[1:]
+    flat = torch.empty(t.numel() + elements, dtype=t.dtype, device=t.device)[elements:]
     nhwc = flat.view(n, h, w, c)
     nhwc.copy_(t.permute(0, 2, 3, 1))
     return nhwc.permute(0, 3, 1, 2)
@@ -502,6 +502,69 @@ def test_channels_last_forward(up, device, dtype, shape, size, mode):
         assert_same_layout(out, Fn.interpolate(xl.float(), size=size, mode="bilinear"), what)
         check(out, ref_forward(x, size, mode), what)
         same_up_to_fma(out, nchw, what + " vs the NCHW result")
+
+
+# RGB images in channels-last at x2 along W (half_pixel): the CUDA forward then gives a thread
+# V whole pixels read with 8-byte loads, when W_in is a multiple of V / 2 and x starts on 8 bytes.
+# W_in = V / 2 (one thread, at both edges) in float32 (2) and in 2-byte types (4), rows of
+# several warps with a partial last one, H shrunk or grown, two images; at an 8-byte offset (this
+# kernel, from a shifted start) and at one element (the general kernel). W_in = 5 and 6 are not
+# multiples of V / 2 in float32 and in 2-byte types: the general kernel's.
+RGB_SHAPES = [((1, 3, 3, 2), (6, 4)), ((2, 3, 5, 4), (9, 8)), ((1, 3, 4, 36), (8, 72)),
+              ((2, 3, 3, 1000), (5, 2000)), ((1, 3, 6, 12), (3, 24)), ((1, 3, 2, 5), (3, 10)),
+              ((1, 3, 3, 6), (5, 12))]
+
+
+@pytest.mark.exercise("source-coordinate")
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("shape, size", RGB_SHAPES, ids=channel_shape_ids(RGB_SHAPES))
+def test_channels_last_rgb_x2(up, device, dtype, shape, size, mode):
+    """An RGB image in channels-last, W doubled: the reference's values, and the NCHW result's."""
+    x = torch.randn(shape, device=device, dtype=dtype)
+    nchw = up.upsample_bilinear(x, size, mode=mode)
+    offset = 8 // x.element_size()  # elements in 8 bytes
+    for name, xl in [("channels_last", x.contiguous(memory_format=torch.channels_last)),
+                     (f"channels_last at +{offset} elements", misaligned_channels_last(x, offset)),
+                     ("channels_last-misaligned", misaligned_channels_last(x))]:
+        with poisoned_empty():
+            out = up.upsample_bilinear(xl, size, mode=mode)
+        what = f"{mode} forward, {name} {list(shape)} -> {list(size)}"
+        assert out.is_contiguous(memory_format=torch.channels_last), f"{what}: not channels-last"
+        check(out, ref_forward(x, size, mode), what)
+        same_up_to_fma(out, nchw, what + " vs the NCHW result")
+
+
+# The forward kernels that load whole spans of input columns (channels-last RGB at x2, NCHW at
+# exact x2 and x0.5) must not load past a row's end or before its start, even where the values
+# loaded would not be used: at the end of the last row they lie past the tensor. Only a
+# sanitizer sees such a read, so this runs them under memcheck on small shapes whose x ends
+# exactly where its allocation ends (and starts one aligned load past an allocation's start).
+FORWARD_MEMCHECK = [((1, 3, 3, 2), (6, 4), True), ((2, 3, 2, 4), (5, 8), True), ((1, 3, 3, 36), (4, 72), True),
+                    ((1, 2, 3, 8), (6, 16), False), ((1, 2, 3, 16), (5, 8), False), ((1, 1, 2, 40), (3, 80), False)]
+
+
+@pytest.mark.cuda
+def test_forward_reads_only_x_cuda(device, chapter_source, tmp_path):
+    if device != "cuda":
+        pytest.skip("the CUDA kernels' test")
+    saved = tmp_path / "outputs.pt"
+    code = memcheck_script(chapter_source, f"""
+forward = torch.ops.ch06._upsample_bilinear2d_kernel
+results = []
+for shape, size, channels_last in {FORWARD_MEMCHECK!r}:
+    n, c, h, w = shape
+    for dtype in (torch.float32, torch.bfloat16):
+        for skip in (0, 64 // torch.finfo(dtype).bits):  # 0, or the values of one 8-byte load
+            flat = torch.randn(n * c * h * w + skip, device="cuda", dtype=dtype)[skip:]
+            x = flat.view(n, h, w, c).permute(0, 3, 1, 2) if channels_last else flat.view(shape)
+            for mode in {MODES!r}:
+                results.append((x.cpu(), list(size), mode, forward(x, list(size), mode, None, None).cpu()))
+torch.save(results, {str(saved)!r})
+""")
+    assert_memcheck_clean(code, "the forward on small shapes")
+    for x, size, mode, out in torch.load(saved):  # and the outputs of that run are right
+        layout = "NCHW" if x.is_contiguous() else "channels_last"
+        check(out, ref_forward(x, size, mode), f"{mode} forward under memcheck, {layout} {x.dtype} {list(x.shape)} -> {size}")
 
 
 # Exact x0.5 and x2 along W, W_out a multiple of 8 (every dtype's 16-byte pack), and x2 on

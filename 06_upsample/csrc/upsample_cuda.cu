@@ -10,6 +10,7 @@
 //   channels-last: along a row of pixels with the channel fastest, x -> kV values (forward), a pixel's group
 //   of channels (gather) or one value (scatter); y -> a chunk of kRows rows (forward) or a row (n, h)
 //   channels-last x2 gather through shared memory: x -> a tile (8 input rows x 64 / G pixels x G channel packs)
+//   channels-last RGB x2 forward: x -> kV output pixels (3 kV values), y -> a chunk of kRowsNhwc rows
 //
 // A thread computes its taps once and reuses them for all the pixels it owns:
 // less index arithmetic per pixel, and several independent loads in flight.
@@ -108,8 +109,15 @@ constexpr int kMinBlocksNchw = sizeof(scalar_t) == 2 ? 3 : 4;
 template <typename scalar_t>
 constexpr int kV = 16 / static_cast<int>(sizeof(scalar_t));
 
+// A Pack is aligned to its size when that is a power of two up to 16 bytes (one
+// vector load or store); the channels-last RGB forward's 48-byte pack of three
+// 16-byte stores is aligned to 16.
+constexpr size_t pack_align(size_t bytes) {
+  return bytes >= 16 ? 16 : bytes;
+}
+
 template <typename scalar_t, int V>
-struct alignas(sizeof(scalar_t) * V) Pack {
+struct alignas(pack_align(sizeof(scalar_t) * V)) Pack {
   scalar_t v[V];
 };
 
@@ -1130,10 +1138,10 @@ __global__ void __launch_bounds__(kThreads)
 //     The first version gave such a thread one value: the index arithmetic
 //     and a 4-byte store were paid per value, 41% of the floor on a 1080p RGB
 //     image in float32 (0.101 ms); V values per thread: 68% (0.061 ms), and
-//     76% (0.055 ms) since it shares walk_rows (H100, A/B runs). Slower, in later
-//     A/B runs: a kernel whose thread owns V RGB pixels (8-byte loads, fixed taps,
-//     three strided 16-byte stores): 0.053 -> 0.072 ms; the next input row's loads
-//     issued one step ahead in walk_rows: 0.053 -> 0.063 ms (0.057 at 4 blocks).
+//     76% (0.055 ms) since it shares walk_rows (H100, A/B runs). Slower, in a later
+//     A/B run: the next input row's loads issued one step ahead in walk_rows:
+//     0.053 -> 0.063 ms (0.057 at 4 blocks). At an exact x2 along W in half_pixel,
+//     an RGB image takes forward_rgb_twice_kernel below instead.
 template <typename scalar_t, int V, bool kPixel>
 __global__ void __launch_bounds__(kThreads) forward_nhwc_kernel(
     const scalar_t* __restrict__ x, scalar_t* __restrict__ out, int64_t N, int64_t C, int64_t H_in, int64_t W_in,
@@ -1192,6 +1200,115 @@ __global__ void __launch_bounds__(kThreads) forward_nhwc_kernel(
         [&](int64_t h, const Pack<scalar_t, V>& r) {
           // kPixel: every row is whole vectors (C is a multiple of V), so no test per store
           store_outputs<scalar_t, V>(on + h * row_out, r, kPixel ? V : n, kPixel || vector);
+        });
+  }
+}
+
+// Forward, channels-last RGB (C = 3) at an exact x2 along W (half_pixel; H any
+// ratio): forward_nhwc_kernel gives each of a thread's V values its own column
+// taps and two 4-byte (or 2-byte) loads per input row, because the V values of a
+// 16-byte store straddle pixels. ncu on the 1080p float32 image (H100): 29.8 M
+// instructions and 1.17 M global load instructions, against 23.2 M and 0.44 M in
+// the NCHW kernel that moves the same bytes, with the same warps resident (42%
+// of the slots); this kernel: 19.0 M and 0.36 M. Here a thread owns V
+// whole output pixels (3 V values, three 16-byte packs): at x2 they read V / 2 + 2
+// input pixels, fetched with a few 8-byte loads, and every tap is a fixed
+// register, as in the NCHW Span::Double path. Written straight to memory, a
+// thread's three packs are 48 bytes apart across the warp, so every store
+// instruction writes half sectors (twice the L2 write requests): that version
+// was slower than forward_nhwc_kernel (0.053 -> 0.072 ms). So the warp passes its
+// packs through shared memory (conflict-free: 16 bytes at a 48-byte stride, and
+// then in order) and stores 3 x 512 contiguous bytes. One A/B run on the H100
+// (CUDA-graph replays of the kernel op, each variant timed twice, alternating;
+// forward_nhwc_kernel -> this kernel, ms):
+//   (1, 3, 1080, 1920) x2 float32   0.0522-0.0524 -> 0.0482-0.0483 (79% -> 86% of the floor;
+//                                   the NCHW kernel on the same image: 0.0499)
+//   (1, 3, 1080, 1920) x2 bfloat16  0.0358-0.0362 -> 0.0251-0.0264 (57% -> 78-82%)
+//   (1, 3, 1080, 1920) x2 float16   0.0360 -> 0.0254-0.0274
+//   (4, 3, 720, 1280) x2 float32 / bfloat16   0.0899 -> 0.0833 / 0.0703 -> 0.0502
+//   (2, 3, 720, 1280) -> (1080, 2560) float32  0.0402 -> 0.0352 (H by 1.5)
+// ptxas: 64 registers in float32; 80 in 2-byte types (3 blocks per SM, 16 bytes
+// of spills), where forward_nhwc_kernel takes 128 (2 blocks). Float32 results
+// may differ from forward_nhwc_kernel's in the last bit (nvcc fuses another
+// multiply-add; at most 4.8e-7 apart in that run), as the NCHW Span::Double
+// path may; 2-byte results were bitwise equal.
+template <typename scalar_t>
+constexpr int kRgbMinBlocks = sizeof(scalar_t) == 2 ? 3 : 4;
+
+template <typename scalar_t>
+__global__ void __launch_bounds__(kThreads, kRgbMinBlocks<scalar_t>) forward_rgb_twice_kernel(
+    const scalar_t* __restrict__ x, scalar_t* __restrict__ out, int64_t N, int64_t H_in, int64_t W_in,
+    int64_t H_out, opmath_type<scalar_t> rh, opmath_type<scalar_t> rw, Mode mode) {
+  using T = opmath_type<scalar_t>;
+  constexpr int V = kV<scalar_t>, H = V / 2;  // V output pixels, V / 2 input pixels; H values per 8-byte load
+  // The loads start kPre values before pixel k0 (pixel k0 - 1, in whole loads) and end
+  // with pixel k0 + H (the last one read).
+  constexpr int kPre = (3 + H - 1) / H * H, kLoads = (kPre + 3 * H + 3 + H - 1) / H;
+  __shared__ Pack<scalar_t, V> stage[3 * kThreads];
+  const int64_t W_out = 2 * W_in, row_in = 3 * W_in, row_out = 3 * W_out;
+  const int lane = threadIdx.x % 32;
+  const int64_t w_first = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x - lane) * V;  // the warp's
+  // A thread past the row's end stays (it takes part in the warp's exchange), computes
+  // the row's last V pixels again and stores nothing.
+  const int64_t w_mine = w_first + lane * V;
+  const int64_t w0 = w_mine < W_out ? w_mine : W_out - V;
+  const int64_t k0 = w0 / 2;  // the first input pixel; the host checks W_in % H == 0
+  const bool first = w0 == 0, last = k0 + H == W_in;
+  T l[V];
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    l[j] = source_taps<T>(w0 + j, W_in, rw, mode).l;
+  }
+  constexpr int kR = kRowsNhwc<scalar_t>;
+  const int64_t chunks = (H_out + kR - 1) / kR;  // per image
+  for (int64_t job = blockIdx.y; job < N * chunks; job += gridDim.y) {
+    const int64_t image = job / chunks, h_begin = (job - image * chunks) * kR;
+    const int64_t h_end = h_begin + kR < H_out ? h_begin + kR : H_out;
+    const scalar_t* xn = x + image * H_in * row_in;
+    scalar_t* on = out + image * H_out * row_out + 3 * w_first;
+    walk_rows<scalar_t, 3 * V>(
+        h_begin, h_end, H_in, rh, mode,
+        [&](int64_t row, T(&dst)[3 * V]) {
+          const scalar_t* src = xn + row * row_in + 3 * k0;
+          scalar_t span[kLoads * H];  // pixel k0 + p, channel c at kPre + 3 p + c
+#pragma unroll
+          for (int i = 0; i < kLoads; ++i) {
+            // the first thread's loads before the row and the last thread's past it: not used
+            load8<scalar_t, H>((i < kPre / H && first) || (i >= kPre / H + 3 && last) ? src : src - kPre + i * H,
+                               span + i * H);
+          }
+#pragma unroll
+          for (int j = 0; j < V; ++j) {  // output pixel w0 + j reads input pixels k0 + lo and k0 + lo + 1
+            const int lo = j / 2 - (j % 2 == 0 ? 1 : 0);
+#pragma unroll
+            for (int c = 0; c < 3; ++c) {
+              scalar_t a = span[kPre + 3 * lo + c], b = span[kPre + 3 * (lo + 1) + c];
+              if (first && j == 0) {  // output 0: s clamps to 0, pixels 0 and 1 (weight 0)
+                a = span[kPre + c];
+                b = span[kPre + 3 + c];
+              }
+              if (last && j == V - 1) {  // the last output: its second tap clamps to the last pixel
+                b = span[kPre + 3 * lo + c];
+              }
+              dst[3 * j + c] = (T(1) - l[j]) * static_cast<T>(a) + l[j] * static_cast<T>(b);
+            }
+          }
+        },
+        [&](int64_t h, const Pack<scalar_t, 3 * V>& r) {
+#pragma unroll
+          for (int s = 0; s < 3; ++s) {
+            memcpy(&stage[3 * threadIdx.x + s], r.v + s * V, sizeof(Pack<scalar_t, V>));
+          }
+          __syncwarp();
+          scalar_t* dst = on + h * row_out;
+#pragma unroll
+          for (int s = 0; s < 3; ++s) {
+            const int q = 32 * s + lane;  // the warp's q-th pack
+            if (3 * w_first + q * V < row_out) {
+              store_outputs<scalar_t, V>(dst + q * V, stage[3 * (threadIdx.x - lane) + q], V, true);
+            }
+          }
+          __syncwarp();  // every pack read before the next row's are written
         });
   }
 }
@@ -1630,6 +1747,21 @@ void upsample_forward_cuda(const torch::stable::Tensor& x, torch::stable::Tensor
       constexpr int kR = kRowsNhwc<scalar_t>;
       STD_TORCH_CHECK(g.W_in * C <= std::numeric_limits<int32_t>::max(), "upsample_bilinear2d: a channels-last row of ",
                       g.W_in * C, " input values is too long for the kernel's 32-bit offsets");
+      if constexpr (!std::is_same_v<scalar_t, double>) {
+        // RGB at an exact x2 along W, every load 8-byte aligned (W_in a multiple of V / 2, x
+        // aligned), every store 16-byte aligned
+        if (C == 3 && g.mode == Mode::HalfPixel && rw == opmath_t(0.5) && g.W_out == 2 * g.W_in &&
+            g.W_in % (V / 2) == 0 && g.W_out < (int64_t(1) << 22) &&
+            reinterpret_cast<uintptr_t>(x.const_data_ptr()) % 8 == 0 &&
+            reinterpret_cast<uintptr_t>(out.data_ptr()) % 16 == 0) {
+          const Launch l = launch_rows(g.W_out / V, N * ((g.H_out + kR - 1) / kR));
+          forward_rgb_twice_kernel<scalar_t><<<l.grid, l.block, 0, stream>>>(
+              x.const_data_ptr<scalar_t>(), out.mutable_data_ptr<scalar_t>(), N, g.H_in, g.W_in, g.H_out, rh, rw,
+              g.mode);
+          STD_CUDA_KERNEL_LAUNCH_CHECK();
+          return;
+        }
+      }
       const Launch l = launch_rows((g.W_out * C + V - 1) / V, N * ((g.H_out + kR - 1) / kR));
       auto kernel = pixel ? forward_nhwc_kernel<scalar_t, V, true> : forward_nhwc_kernel<scalar_t, V, false>;
       kernel<<<l.grid, l.block, 0, stream>>>(x.const_data_ptr<scalar_t>(), out.mutable_data_ptr<scalar_t>(), N, C,

@@ -232,6 +232,27 @@ VARIANTS = [
     Variant("cuda-doubling-right-edge", "forgets that the last output's second tap clamps to the last column "
             "in the CUDA forward's x2 path",
             "csrc/upsample_cuda.cu", "if (j == V - 1 && last) {", "if (j == V - 1 && false) {", cuda_only=True),
+    Variant("cuda-rgb-twice-left-edge", "forgets, in the CUDA forward of channels-last RGB at x2, that output "
+            "pixel 0's coordinate clamps to 0 (reads pixel -1's slot with weight 1)",
+            "csrc/upsample_cuda.cu", "if (first && j == 0) {", "if (false && j == 0) {", cuda_only=True),
+    Variant("cuda-rgb-twice-right-edge", "forgets, in the CUDA forward of channels-last RGB at x2, that the last "
+            "output pixel's second tap clamps to the last input pixel",
+            "csrc/upsample_cuda.cu", "if (last && j == V - 1) {", "if (false && j == V - 1) {", cuda_only=True),
+    Variant("cuda-rgb-twice-any-mode", "takes the CUDA forward's channels-last RGB x2 kernel whenever the ratio "
+            "is 1/2, tf_legacy included",
+            "csrc/upsample_cuda.cu", "if (C == 3 && g.mode == Mode::HalfPixel && rw == opmath_t(0.5)",
+            "if (C == 3 && rw == opmath_t(0.5)", cuda_only=True),
+    Variant("cuda-rgb-twice-any-width", "takes the CUDA forward's channels-last RGB x2 kernel for any input "
+            "width, also where a thread's V / 2 input pixels do not start on its own load",
+            "csrc/upsample_cuda.cu", "g.W_out == 2 * g.W_in &&\n            g.W_in % (V / 2) == 0 &&",
+            "g.W_out == 2 * g.W_in &&\n            true &&", cuda_only=True),
+    Variant("cuda-rgb-twice-any-address", "takes the CUDA forward's channels-last RGB x2 kernel (8-byte loads) "
+            "for an input that does not start on 8 bytes",
+            "csrc/upsample_cuda.cu", "reinterpret_cast<uintptr_t>(x.const_data_ptr()) % 8 == 0 &&", "",
+            cuda_only=True),
+    Variant("cuda-rgb-twice-loads-past-row", "lets the last thread of a row, in the CUDA forward of channels-last "
+            "RGB at x2, load the pixel past the row's end (unused, but past the tensor on the last row)",
+            "csrc/upsample_cuda.cu", "(i >= kPre / H + 3 && last) ? src", "false ? src", cuda_only=True),
     Variant("cuda-doubling-any-mode", "takes the CUDA forward's x2 path whenever the ratio is 1/2, tf_legacy "
             "included (whose taps are k and k + 1 for outputs 2k and 2k + 1)",
             "csrc/upsample_cuda.cu", "const bool twice = g.mode == Mode::HalfPixel && rw == opmath_t(0.5)",
