@@ -651,7 +651,7 @@ constexpr int kGatherNhwcMinBlocks = sizeof(scalar_t) == 2 ? 5 : kGatherMinBlock
 // Column packs (the NCHW float32 gather of an upsampling by more than 3, where
 // a window holds more than 6 columns). At x4 a thread's window is 8 columns from 4w - 2,
 // lanes 4 columns apart: each scalar load of a warp spans 512 bytes to use
-// 128, and the kernel was bound by L1 (ncu, README §5). Loaded as aligned
+// 128, and the kernel was bound by L1 (ncu, SPEED.md). Loaded as aligned
 // 16-byte packs, the window is kColumnPackWindow = 12 columns from a multiple
 // of 4 (at x4 the 8 real ones and 2 more on either side, which the sum skips):
 // 3 pack loads per plane and row instead of 8 scalar ones. The pack values
@@ -852,7 +852,7 @@ __device__ __forceinline__ ColumnTap<T> times_tap(int m, bool at_first, bool at_
 //
 // Why: the general gather of a 2-byte type is bound by instruction issue,
 // mostly address arithmetic: per output value 16 scalar loads (4 rows x 4
-// columns), each with its own 64-bit address (README, section 5). Here a row of
+// columns), each with its own 64-bit address (SPEED.md). Here a row of
 // 2V outputs is 2 pack loads. One A/B run on the H100 (CUDA-graph replays of
 // the kernel op, ms; general gather -> this kernel):
 //   x2 float32 (8, 64, 256, 256)   0.262 -> 0.233 (85% -> 96% of the floor)
@@ -1068,7 +1068,7 @@ __global__ void __launch_bounds__(kThreads, kTimesMinBlocks<kRows>)
 //
 // Why: at x0.5 grad_in is 4 times grad_out, and the general gather, one value
 // of kPlanes planes per thread with its window of 2 columns, 1 of them real,
-// spends its time on lookups and scalar stores (README, section 5). Two A/B
+// spends its time on lookups and scalar stores (SPEED.md). Two A/B
 // runs on the H100 (CUDA-graph replays of the kernel op, (8, 64, 256, 256)
 // grad_in, ms; general gather -> this kernel with the row plan -> rows worked
 // out in place, no plan kernel, as kept):
