@@ -196,7 +196,18 @@ def check_forward(up, device, dtype, shape, size, mode):
     x = torch.randn(shape, device=device, dtype=dtype)
     with poisoned_empty():  # every output element must be written
         out = up.upsample_bilinear(x, size, mode=mode)
-    check(out, ref_forward(x, size, mode), f"{mode} forward {list(shape)} -> {list(size)}")
+    ref = ref_forward(x, size, mode)
+    try:
+        check(out, ref, f"{mode} forward {list(shape)} -> {list(size)}")
+    except AssertionError as e:
+        # A near miss in float32 on a long axis is the coordinate's rounding: the same formula
+        # rearranged (ratio * d + ratio / 2 - 1/2, say) rounds differently from PyTorch's.
+        if dtype == torch.float32 and torch.isfinite(out).all() and \
+                (out.double() - ref).norm() <= 10 * TOLERANCE[torch.float32] * ref.norm():
+            raise AssertionError(f"{e}\n  a near miss, a few float32 roundings off: compute the ratio and the "
+                                 "coordinate in T, in the spec's order ((d + 0.5) * ratio - 0.5 for half_pixel, "
+                                 "ratio * d otherwise), as PyTorch does") from None
+        raise
     if dtype == torch.float64 and mode in TORCH_MODES:
         ref = Fn.interpolate(x, size=size, mode="bilinear", align_corners=TORCH_MODES[mode])
         assert_close64(out, ref, f"{mode} forward vs F.interpolate")
