@@ -1,28 +1,50 @@
-"""The README's results table, generated from the committed timing data in results/.
+"""The results tables, generated from the committed timing data in results/.
 
-    python -m coursekit.results            print the table
-    python -m coursekit.results --write    rewrite it in README.md (between the markers)
+    python -m coursekit.results            print both blocks
+    python -m coursekit.results --write    rewrite them: the full tables in results/README.md,
+                                           the summary in README.md (each between its markers)
 
-A test checks that README.md holds exactly what this prints, so every number
-in the table comes from a results/*.json file written by a benchmark run.
+A test checks that both files hold exactly what this prints, so every number in them
+comes from a results/*.json file written by a benchmark run.
+
+Like with like: a "GPU only" record (replays of a CUDA graph, coursekit.timing.bench_graph)
+is compared only with another "GPU only" record; a row with no like-for-like peer in the
+data gets no ratio.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
 from . import ROOT
 
+RESULTS = ROOT / "results"
+# the full tables, in results/README.md
 START, END = "<!-- results:start -->", "<!-- results:end -->"
+# the summary, in README.md
+SUMMARY_START, SUMMARY_END = "<!-- results-summary:start -->", "<!-- results-summary:end -->"
 
-# (kernel, chapter, our row, {column: the row it is compared with}, rows to iterate over)
+# results/<stem>_<device>.json: the script that writes it
+WRITERS = {
+    "02_forward_kernel": "03_validate/bench.py",
+    "03_validate": "03_validate/bench.py",
+    "04_backward": "04_backward/bench.py",
+    "05_autograd": "05_autograd/bench.py",
+    "06_upsample": "06_upsample/bench.py",
+}
+GRAPH_REPLAY = ", GPU only"  # the suffix of the records timed as CUDA graph replays
+
+# The kernels table: (kernel, chapter, our record, {column: the record it is compared with})
 SPECS = [
     ("trilinear forward", "02_forward_kernel", "chapter02", {"eager": "eager", "torch.compile": "compiled"}),
     ("trilinear backward, grad_feats", "04_backward", "backward grad_feats", {}),
     ("trilinear backward, both gradients", "04_backward", "backward both", {}),
+    ("trilinear backward, through autograd", "04_backward", "ours backward",
+     {"eager": "eager backward", "torch.compile": "torch.compile backward"}),
     ("trilinear forward + backward", "04_backward", "ours forward+backward",
      {"eager": "eager forward+backward", "torch.compile": "torch.compile forward+backward"}),
     ("GELU forward", "04_backward", "gelu forward (ours)", {"torch": "gelu forward (F.gelu)"}),
@@ -31,8 +53,57 @@ SPECS = [
      {"torch.compile": "forward torch.compile", "torch": "forward F.interpolate"}),
     ("upsample backward (gather)", "06_upsample", "backward gather", {"torch": "backward F.interpolate"}),
     ("upsample backward (scatter)", "06_upsample", "backward scatter", {"torch": "backward F.interpolate"}),
+    ("upsample forward, GPU only", "06_upsample", "forward ours" + GRAPH_REPLAY, {}),
+    ("upsample backward (gather), GPU only", "06_upsample", "backward gather" + GRAPH_REPLAY, {}),
+    ("copy of the same bytes", "06_upsample", "copy of the same bytes", {}),
+    ("upsample forward + backward", "06_upsample", "forward+backward ours (gather)",
+     {"torch": "forward+backward F.interpolate"}),
+    ("upsample forward + backward, deterministic", "06_upsample", "forward+backward ours (gather), deterministic mode",
+     {"torch": "forward+backward F.interpolate deterministic"}),
 ]
 SIZE_KEYS = ("N", "F", "numel", "shape", "factor", "mode", "dtype", "layout")
+
+# The README's summary, GPU only: (chapter, what is ours, results stem,
+#   [(case prefix, our record, {peer record: how the summary names it})])
+HEADLINES = [
+    ("02_forward_kernel", "trilinear forward", "02_forward_kernel",
+     [("", "chapter02", {"eager": "eager reference", "compiled": "`torch.compile` of the reference"})]),
+    ("03_validate", "trilinear forward, 16-byte loads (`forward_vectorized`), N and F swept", "03_validate",
+     [("", "vectorized", {"eager": "eager reference", "compiled": "`torch.compile` of the reference"})]),
+    ("04_backward", "trilinear forward + backward through autograd", "04_backward",
+     [("", "ours forward+backward", {"eager forward+backward": "eager reference",
+                                     "torch.compile forward+backward": "`torch.compile` of the reference"})]),
+    ("04_backward", "GELU forward and backward, four dtypes", "04_backward",
+     [("forward, ", "gelu forward (ours)", {"gelu forward (F.gelu)": "`F.gelu`"}),
+      ("backward, ", "gelu backward (ours)", {"gelu backward (aten)": "PyTorch's GELU backward"})]),
+    ("05_autograd", "the `torch.library` op, eager, forward + backward", "05_autograd",
+     [("", "op", {"reference": "eager reference", "reference_compiled": "`torch.compile` of the reference"})]),
+    ("06_upsample", "bilinear upsample forward", "06_upsample",
+     [("", "forward ours", {"forward F.interpolate": "`F.interpolate`",
+                            "forward torch.compile": "`torch.compile(F.interpolate)`"})]),
+    ("06_upsample", "bilinear upsample backward (gather)", "06_upsample",
+     [("", "backward gather", {"backward F.interpolate": "PyTorch's backward"})]),
+]
+
+
+def is_replay(name: str) -> bool:
+    return name.endswith(GRAPH_REPLAY)
+
+
+def like_for_like(ours: str, other: str) -> bool:
+    """Graph replays are compared only with graph replays."""
+    return is_replay(ours) == is_replay(other)
+
+
+def ms(x: float) -> str:
+    """A time in ms: at least 3 decimals, and at least 3 significant digits."""
+    decimals = max(3, 2 - math.floor(math.log10(abs(x)))) if x else 3
+    return f"{x:.{decimals}f}"
+
+
+def ratio(x: float) -> str:
+    """A speed-up: two decimals below 2 (so that 0.97× does not read as 1.0×), one above."""
+    return f"{x:.2f}×" if x < 2 else f"{x:.1f}×"
 
 
 def _key(row: dict) -> tuple:
@@ -57,30 +128,40 @@ def _sizes(row: dict) -> str:
 
 
 def _group(row: dict) -> tuple:
-    return (row.get("N"), row.get("F"), json.dumps(row.get("shape")), json.dumps(row.get("factor")), row.get("mode"),
-            row.get("dtype", "float32"), row.get("layout"))
+    return (row.get("N"), row.get("F"), row.get("numel"), json.dumps(row.get("shape")), json.dumps(row.get("factor")),
+            row.get("mode"), row.get("dtype", "float32"), row.get("layout"))
 
 
 def _device(env: dict) -> str:
     return env.get("device_name", env.get("device_type", "?"))
 
 
-def rows(results: Path = ROOT / "results") -> list[list[str]]:
+def _load(stem: str, device: str, results: Path = RESULTS) -> tuple[Path, dict] | None:
+    path = results / f"{stem}_{device}.json"
+    return (path, json.loads(path.read_text())) if path.is_file() else None
+
+
+def _table(head: list[str], body: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(r) + " |" for r in body]
+
+
+# ---------------------------------------------------------------------------------------- the full tables
+
+def rows(results: Path = RESULTS) -> list[list[str]]:
+    """The kernels table: one row per kernel, device and size; the last cell names the data file."""
     table = []
     for device in ("cuda", "cpu"):
         for label, chapter, ours, compare in SPECS:
-            path = results / f"{chapter}_{device}.json"
-            if not path.is_file():
+            loaded = _load(chapter, device, results)
+            if loaded is None:
                 continue
-            doc = json.loads(path.read_text())
-            # float32, except where a chapter measures other dtypes on purpose (06: bfloat16, float16)
-            records = [r for r in doc["records"] if "median_ms" in r
-                       and (r.get("dtype", "float32") == "float32" or chapter == "06_upsample")]
+            path, doc = loaded
+            records = [r for r in doc["records"] if "median_ms" in r]
             by_key: dict[tuple, dict[str, dict]] = {}
             for r in records:
                 by_key.setdefault(_key(r), {}).setdefault(r["name"], r)
             # rows measured in another group (e.g. eager autograd) share N and F but not the group
-            by_size = {}
+            by_size: dict[tuple, dict[str, dict]] = {}
             for r in records:
                 by_size.setdefault(_group(r), {}).setdefault(r["name"], r)
             for key, named in by_key.items():
@@ -91,44 +172,228 @@ def rows(results: Path = ROOT / "results") -> list[list[str]]:
                 cells = {}
                 for column, other in compare.items():
                     o = named.get(other) or peers.get(other)
-                    if o and o.get("median_ms"):
-                        cells[column] = f"{o['median_ms'] / r['median_ms']:.1f}×"
+                    if o and o.get("median_ms") and like_for_like(ours, other):
+                        cells[column] = ratio(o["median_ms"] / r["median_ms"])
                 frac = r.get("fraction_of_floor")
-                table.append([label, _device(doc["environment"]), _sizes(r), f"{r['median_ms']:.3f}",
+                table.append([label, _device(doc["environment"]), _sizes(r), ms(r["median_ms"]),
                               f"{frac:.0%}" if frac is not None else "",
                               cells.get("eager", ""), cells.get("torch.compile", ""), cells.get("torch", ""),
-                              f"`results/{path.name}`"])
+                              f"`{path.name}`"])
     return table
 
 
-def markdown() -> str:
+def _files(results: Path = RESULTS) -> list[list[str]]:
+    out = []
+    for path in sorted(results.glob("*_c*.json")):
+        stem, device = path.stem.rsplit("_", 1)
+        if stem not in WRITERS:
+            continue
+        doc = json.loads(path.read_text())
+        env = doc["environment"]
+        where = _device(env)
+        if env.get("device_type") == "cuda":
+            where += f" (sm {env.get('capability', '?')}, driver {env.get('driver', '?')})"
+        else:
+            where += f" of {env.get('os_cpus', '?')} CPUs"
+        bw = env.get("bandwidth_Bps")
+        bw = bw / 1e9 if bw else env.get("copy_bandwidth_GBps")
+        how = ["`timing.bench`" + (f", at least {env['min_run_time_s']:g} s a row" if "min_run_time_s" in env else "")]
+        if any(is_replay(r.get("name", "")) for r in doc["records"]):
+            how.append("*GPU only* rows: `timing.bench_graph`")
+        if "timing_methods" in env:
+            how.append(f"{len(env['timing_methods'])} timing methods compared (`environment.timing_methods`)")
+        if env.get("what"):
+            how.append(f"each row: {env['what']}")
+        if env.get("quick"):
+            how.append("**quick run: tiny sizes**")
+        out.append([f"[`{path.name}`]({path.name})", f"`{WRITERS[stem]}`", where, env.get("torch", "?"),
+                    f"{bw:.1f} GB/s" if bw else "", "; ".join(how), str(len(doc["records"]))])
+    return out
+
+
+def _sweep_rows(results: Path = RESULTS) -> list[list[str]]:
+    """Chapter 03: the three thread mappings and the reference, over N, F and dtype."""
+    names = ["naive", "coalesced", "vectorized", "eager", "compiled"]
+    out = []
+    for device in ("cuda", "cpu"):
+        loaded = _load("03_validate", device, results)
+        if loaded is None:
+            continue
+        path, doc = loaded
+        cases: dict[tuple, dict[str, dict]] = {}
+        for r in doc["records"]:
+            cases.setdefault((r.get("sweep"), r["N"], r["F"], r["dtype"]), {}).setdefault(r["name"], r)
+        for (sweep, n, f, dtype), named in cases.items():
+            out.append([_device(doc["environment"]), str(sweep), f"N={n}, F={f}", dtype]
+                       + [ms(named[k]["median_ms"]) if k in named else "" for k in names] + [f"`{path.name}`"])
+    return out
+
+
+def _route_rows(results: Path = RESULTS) -> list[list[str]]:
+    """Chapter 05: forward + backward through each route."""
+    names = ["function", "op", "op_compiled", "reference", "reference_compiled"]
+    out = []
+    for device in ("cuda", "cpu"):
+        loaded = _load("05_autograd", device, results)
+        if loaded is None:
+            continue
+        path, doc = loaded
+        cases: dict[tuple, dict[str, dict]] = {}
+        for r in doc["records"]:
+            cases.setdefault((r["N"], r["F"], r["dtype"]), {}).setdefault(r["name"], r)
+        for (n, f, dtype), named in cases.items():
+            out.append([_device(doc["environment"]), f"N={n}, F={f}" + ("" if dtype == "float32" else f", {dtype}")]
+                       + [ms(named[k]["median_ms"]) if k in named else "" for k in names] + [f"`{path.name}`"])
+    return out
+
+
+HARNESS = """\
+Every time is a median in milliseconds from `coursekit/timing.py`: `timing.bench` warms up,
+synchronises the GPU, repeats the call in blocks with `torch.utils.benchmark`'s
+`blocked_autorange` and keeps the median over the blocks of the mean time per call.
+`timing.bench_graph` (the *GPU only* rows) captures 10 calls in a CUDA graph and times its
+replays: the GPU's time without the host's per-call work. Those rows are compared only with
+other graph replays, and have no ratio where the data holds none."""
+
+KERNELS_NOTE = """\
+*Of floor*: the time it takes to move the kernel's bytes (inputs read, outputs written) at the
+copy bandwidth measured in the same run, over the kernel's time (100%: the speed of memory).
+*vs* columns: the other implementation's time over ours, same device, sizes and layout (above
+1: ours is faster). *Eager* and *torch.compile*: the chapter's pure-PyTorch reference;
+*PyTorch's op*: `F.gelu`, `F.interpolate`, and their backward. Upsample scatter rows: `half_pixel` only."""
+
+
+def full_markdown(results: Path = RESULTS) -> str:
     head = ["kernel", "device", "sizes (float32 unless named)", "median ms", "of floor", "vs eager", "vs torch.compile",
             "vs PyTorch's op", "data"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    lines += ["| " + " | ".join(r) + " |" for r in rows()]
+    parts = [
+        "## The files",
+        "",
+        *_table(["file", "written by", "device", "torch", "copy bandwidth", "timing", "records"], _files(results)),
+        "",
+        HARNESS,
+        "",
+        "## Kernels: against the bandwidth floor and against PyTorch",
+        "",
+        KERNELS_NOTE,
+        "",
+        *_table(head, rows(results)),
+        "",
+        "## Chapter 03: three thread mappings and the reference, median ms",
+        "",
+        *_table(["device", "sweep", "sizes", "dtype", "naive", "coalesced", "vectorized", "eager reference",
+                 "torch.compile of it", "data"], _sweep_rows(results)),
+        "",
+        "## Chapter 05: forward + backward through each route, median ms",
+        "",
+        *_table(["device", "sizes", "autograd.Function", "torch.library op", "op, torch.compile", "reference",
+                 "reference, torch.compile", "data"], _route_rows(results)),
+    ]
+    return "\n".join(parts)
+
+
+def results_block(results: Path = RESULTS) -> str:
+    return f"{START}\n{full_markdown(results)}\n{END}"
+
+
+# ---------------------------------------------------------------------------------------- the README's summary
+
+def headline_cases(stem: str, pairs: list, results: Path = RESULTS) -> tuple[dict, list[dict]]:
+    """(environment, cases): per case, ours and the fastest like-for-like peer recorded in the same group."""
+    loaded = _load(stem, "cuda", results)
+    if loaded is None:
+        return {}, []
+    _, doc = loaded
+    by_group: dict[tuple, dict[str, dict]] = {}
+    for r in doc["records"]:
+        if "median_ms" in r:
+            by_group.setdefault(_group(r), {}).setdefault(r["name"], r)
+    cases = []
+    for prefix, ours, peers in pairs:
+        for named in by_group.values():
+            if ours not in named:
+                continue
+            found = [(named[p]["median_ms"], label) for p, label in peers.items()
+                     if p in named and like_for_like(ours, p)]
+            r = named[ours]
+            case = {"what": prefix + _sizes(r), "ours": r["median_ms"], "pass": prefix}
+            if found:
+                case["peer_ms"], case["peer"] = min(found)
+                case["ratio"] = case["peer_ms"] / case["ours"]
+            cases.append(case)
+    return doc["environment"], cases
+
+
+def summary_rows(results: Path = RESULTS) -> tuple[list[list[str]], list[dict]]:
+    table, envs = [], []
+    for chapter, what, stem, pairs in HEADLINES:
+        env, cases = headline_cases(stem, pairs, results)
+        if not cases:
+            continue
+        envs.append(env)
+        compared = [c for c in cases if "ratio" in c]
+        link = f"[{chapter[:2]}]({chapter}/README.md)"
+        if not compared:  # no like-for-like peer: no ratio
+            table.append([link, what, "none recorded", str(len(cases)), "", ""])
+            continue
+        compared.sort(key=lambda c: c["ratio"])
+        order = [p for p, _, _ in pairs]
+        strongest = list(dict.fromkeys(c["peer"] for c in sorted(compared, key=lambda c: order.index(c["pass"]))))
+        # name the peer in a cell only where one pass has several strongest peers
+        several_peers = any(len({c["peer"] for c in compared if c["pass"] == p}) > 1 for p, _, _ in pairs)
+
+        def cell(c):
+            peer = f" {c['peer']}" if several_peers else ""
+            return f"**{ratio(c['ratio'])}**: {ms(c['ours'])} vs {ms(c['peer_ms'])} ms{peer} ({c['what']})"
+
+        worst, best = compared[0], compared[-1]
+        table.append([link, what, " / ".join(strongest), str(len(compared)), cell(worst),
+                      cell(best) if len(compared) > 1 else "(one case)"])
+    return table, envs
+
+
+def summary_markdown(results: Path = RESULTS) -> str:
+    table, envs = summary_rows(results)
+    machines = sorted({f"{_device(e)} (driver {e.get('driver', '?')}, torch {e.get('torch', '?')})" for e in envs})
+    lines = [
+        f"On {'; '.join(machines)}. Median ms per call, ours vs the fastest like-for-like peer in the data;",
+        "× is the peer's time over ours (above 1: ours is faster); cases are sizes, dtypes, layouts and modes.",
+        "",
+        *_table(["chapter", "ours", "strongest peer", "cases", "worst case", "best case"], table),
+    ]
     return "\n".join(lines)
 
 
-def readme_block() -> str:
-    return f"{START}\n{markdown()}\n{END}"
+def summary_block(results: Path = RESULTS) -> str:
+    return f"{SUMMARY_START}\n{summary_markdown(results)}\n{SUMMARY_END}"
+
+
+# ---------------------------------------------------------------------------------------- writing
+
+def _replace(path: Path, start: str, end: str, block: str) -> bool:
+    text = path.read_text() if path.is_file() else ""
+    if start not in text or end not in text:
+        print(f"{path.relative_to(ROOT)} has no {start} ... {end} block", file=sys.stderr)
+        return False
+    before, rest = text.split(start, 1)
+    after = rest.split(end, 1)[1]
+    path.write_text(before + block + after)
+    return True
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--write", action="store_true", help="rewrite the table in README.md")
+    parser.add_argument("--write", action="store_true",
+                        help="rewrite the full tables in results/README.md and the summary in README.md")
     args = parser.parse_args(argv)
     if not args.write:
-        print(markdown())
+        print(results_block())
+        print()
+        print(summary_block())
         return 0
-    readme = ROOT / "README.md"
-    text = readme.read_text()
-    if START not in text or END not in text:
-        print(f"README.md has no {START} ... {END} block", file=sys.stderr)
-        return 1
-    before, rest = text.split(START, 1)
-    after = rest.split(END, 1)[1]
-    readme.write_text(before + readme_block() + after)
-    return 0
+    ok = _replace(RESULTS / "README.md", START, END, results_block())
+    ok = _replace(ROOT / "README.md", SUMMARY_START, SUMMARY_END, summary_block()) and ok
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ How close is close enough:
 
 Exercises: source-coordinate (the forward and everything about the conventions),
 gather-backward (the gather backward on the CPU, and the range and weight
-functions the GPU shares), gather-cuda (the per-pixel sum of the CUDA gather).
+functions the GPU shares), gather-cuda (the plain CUDA gather, csrc/gather_plain.cu).
 """
 
 import json
@@ -67,8 +67,21 @@ def op(*args):
     return torch.ops.ch06.upsample_bilinear2d(*args)
 
 
-def bw(*args):
-    return torch.ops.ch06.upsample_bilinear2d_backward(*args)
+def bw(grad_out, input_size, mode, method, *scales):
+    """The public backward op; method "gather", "scatter", or "rung:NAME" for one kernel of the ladder."""
+    if method.startswith("rung:"):
+        return torch.ops.ch06._upsample_bilinear2d_backward_rung(grad_out, input_size, mode, method[5:], *scales)
+    return torch.ops.ch06.upsample_bilinear2d_backward(grad_out, input_size, mode, method, *scales)
+
+
+def kernel_name(t, size, mode, direction="backward", method="gather", *scales):
+    """The kernel of the dispatch table (csrc/dispatch.cu) that this call takes."""
+    return torch.ops.ch06._upsample_bilinear2d_kernel_name(t, list(size), mode, direction, method, *scales)
+
+
+# The exercise gather-cuda: the plain gather (csrc/gather_plain.cu), a rung of the ladder the
+# public op never picks; its tests run it by name.
+PLAIN = "rung:gather_plain"
 
 
 # ----------------------------------------------------------------------------
@@ -718,7 +731,7 @@ def test_backward_method_cpu(up, method):
     check_backward(up, "cpu", torch.float64, (2, 3, 6, 7), (13, 10), "half_pixel", method)
 
 
-def check_backward_op_scales(device, mode, dtype):
+def check_backward_op_scales(device, mode, dtype, method="gather"):
     """The backward op with scale_h / scale_w, against the transposed formula and aten's backward."""
     # out = floor(in * scale) where a scale is given, as F.interpolate makes them
     for in_hw, out_hw, scales in [((7, 9), (11, 15), (1.7, 1.75)), ((7, 9), (4, 20), (0.6, 2.3)),
@@ -726,8 +739,8 @@ def check_backward_op_scales(device, mode, dtype):
                                   ((7, 9), (4, 20), (0.5, 2.0))]:  # the last: scales that do not give the sizes
         grad_out = torch.randn((2, 3) + out_hw, device=device, dtype=dtype)
         with poisoned_empty():
-            grad_in = bw(grad_out, list(in_hw), mode, "gather", *scales)
-        what = f"{mode} backward, {in_hw} -> {out_hw}, scales {scales}"
+            grad_in = bw(grad_out, list(in_hw), mode, method, *scales)
+        what = f"{mode} backward ({method}), {in_hw} -> {out_hw}, scales {scales}"
         check(grad_in, ref_backward(grad_out, in_hw, mode, scales), what)
         if dtype == torch.float64 and mode in TORCH_MODES:
             # aten's CPU kernel, for the reason test_op_scales gives (its CUDA one would add past a row)
@@ -812,15 +825,16 @@ def nonfinite_grad_out(n, c, size, dtype) -> torch.Tensor:
 NONFINITE_MASKS = [("NaN", torch.isnan), ("+inf", lambda t: t == float("inf")), ("-inf", lambda t: t == -float("inf"))]
 
 
-def check_backward_nonfinite(device, dtype, shape, size, mode):
+def check_backward_nonfinite(device, dtype, shape, size, mode, method="gather",
+                             layouts=(torch.contiguous_format, torch.channels_last)):
     base = nonfinite_grad_out(*shape[:2], size, dtype)
     ref = torch.ops.aten.upsample_bilinear2d_backward(base, list(size), list(shape), mode == "align_corners",
                                                      None, None)
-    for layout in [torch.contiguous_format, torch.channels_last]:
+    for layout in layouts:
         grad_out = base.to(device=device, dtype=dtype).contiguous(memory_format=layout)
         with poisoned_empty():
-            got = bw(grad_out, list(shape[2:]), mode, "gather").cpu().double()
-        what = f"{mode} gather, {'channels_last' if layout is torch.channels_last else 'NCHW'} grad_out {list(base.shape)} with NaN and inf"
+            got = bw(grad_out, list(shape[2:]), mode, method).cpu().double()
+        what = f"{mode} {method}, {'channels_last' if layout is torch.channels_last else 'NCHW'} grad_out {list(base.shape)} with NaN and inf"
         for name, mask in NONFINITE_MASKS:
             wrong = (mask(got) != mask(ref)).nonzero().tolist()
             assert not wrong, (f"{what}: {len(wrong)} elements where {name} should{' not' if not mask(ref)[tuple(wrong[0])] else ''} be, "
@@ -882,11 +896,114 @@ def test_gather_same_bits_any_threads(up, shape, size, repeats, layout):
 
 
 # ----------------------------------------------------------------------------
-# gather-cuda: the CUDA gather (its per-pixel sum).
+# gather-cuda: the plain CUDA gather (csrc/gather_plain.cu), run by name through the ladder's op.
 
 
 @pytest.mark.cuda
 @pytest.mark.exercise("gather-cuda")
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("shape, size", CUDA_SHAPES, ids=CUDA_IDS)
+def test_gather_plain_cuda(device, dtype, shape, size, mode):
+    if device != "cuda":
+        pytest.skip("the CUDA kernel's test")
+    grad_out = torch.randn(shape[:2] + size, device="cuda", dtype=dtype)
+    with poisoned_empty():
+        grad_in = bw(grad_out, list(shape[2:]), mode, PLAIN)
+    check(grad_in, ref_backward(grad_out, shape[2:], mode), f"{mode} plain gather {list(grad_out.shape)} -> {list(shape[2:])}")
+
+
+@pytest.mark.cuda
+@pytest.mark.exercise("gather-cuda")
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("shape, size", SUM_SHAPES + ROUNDING_SHAPES, ids=SUM_IDS + ROUNDING_IDS)
+@pytest.mark.parametrize("half", HALF_TYPES, ids=HALF_IDS)
+def test_gather_plain_sums_cuda(device, half, shape, size, mode):
+    if device != "cuda":
+        pytest.skip("the CUDA kernel's test")
+    check_backward_sums("cuda", half, shape, size, mode, PLAIN)
+
+
+@pytest.mark.cuda
+@pytest.mark.exercise("gather-cuda")
+@pytest.mark.parametrize("mode", MODES)
+def test_gather_plain_scales_cuda(device, mode, dtype):
+    if device != "cuda":
+        pytest.skip("the CUDA kernel's test")
+    check_backward_op_scales("cuda", mode, dtype, PLAIN)
+
+
+@pytest.mark.cuda
+@pytest.mark.exercise("gather-cuda")
+@pytest.mark.parametrize("mode, shape, size", NONFINITE_CASES, ids=NONFINITE_IDS)
+def test_gather_plain_nonfinite_cuda(device, dtype, shape, size, mode):
+    if device != "cuda":
+        pytest.skip("the CUDA kernel's test")
+    check_backward_nonfinite("cuda", dtype, shape, size, mode, PLAIN, layouts=(torch.contiguous_format,))
+
+
+@pytest.mark.cuda
+@pytest.mark.exercise("gather-cuda")
+def test_gather_plain_is_deterministic(device):
+    if device != "cuda":
+        pytest.skip("needs the CUDA build")
+    grad_out = torch.randn(8, 32, 256, 256, device="cuda")
+    first = bw(grad_out, [64, 64], "half_pixel", PLAIN)
+    assert_close(first, ref_backward(grad_out, (64, 64), "half_pixel"), what="plain gather")
+    for _ in range(3):
+        assert_bitwise(bw(grad_out, [64, 64], "half_pixel", PLAIN), first, what="plain gather, run again")
+
+
+# Long sums (about 100 outputs per input index per axis), long rows, and planes past the grid's
+# 65535 blocks along z (the grid-stride loop).
+PLAIN_LONG_SHAPES = [((2, 3, 2, 3), (300, 400)), ((1, 2, 6, 1500), (7, 2900)), ((1, 2, 2, 1), (5, 9000)),
+                     ((1, 70000, 1, 2), (2, 3))]
+
+
+@pytest.mark.cuda
+@pytest.mark.exercise("gather-cuda")
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("shape, size", PLAIN_LONG_SHAPES, ids=channel_shape_ids(PLAIN_LONG_SHAPES))
+def test_gather_plain_long_cuda(device, shape, size, mode):
+    if device != "cuda":
+        pytest.skip("the CUDA kernel's test")
+    grad_out = torch.randn(shape[:2] + size, device="cuda", dtype=torch.float32)
+    with poisoned_empty():
+        grad_in = bw(grad_out, list(shape[2:]), mode, PLAIN)
+    check(grad_in, ref_backward(grad_out, shape[2:], mode), f"{mode} plain gather {list(grad_out.shape)} -> {list(shape[2:])}")
+
+
+PLAIN_MEMCHECK_SHAPES = [((1, 2, 5, 7), (9, 13)), ((2, 3, 4, 6), (8, 12)), ((1, 3, 9, 11), (4, 5)),
+                         ((1, 1, 3, 40), (5, 80)), ((1, 2, 3, 4), (9, 32))]
+
+
+@pytest.mark.cuda
+@pytest.mark.exercise("gather-cuda")
+def test_gather_plain_reads_only_grad_out_cuda(device, chapter_source, tmp_path):
+    """Under compute-sanitizer's memcheck, each grad_out ending exactly where its allocation ends."""
+    if device != "cuda":
+        pytest.skip("the CUDA kernel's test")
+    saved = tmp_path / "gradients.pt"
+    code = memcheck_script(chapter_source, f"""
+gather = torch.ops.ch06._upsample_bilinear2d_backward_rung
+results = []
+for shape, size in {PLAIN_MEMCHECK_SHAPES!r}:
+    for dtype in (torch.float32, torch.bfloat16):
+        g = torch.randn(shape[:2] + tuple(size), device="cuda", dtype=dtype)
+        for mode in {MODES!r}:
+            results.append((g.cpu(), list(shape[2:]), mode, gather(g, list(shape[2:]), mode, "gather_plain").cpu()))
+torch.save(results, {str(saved)!r})
+""")
+    assert_memcheck_clean(code, "the plain gather on small shapes")
+    for grad_out, size, mode, grad_in in torch.load(saved):
+        check(grad_in, ref_backward(grad_out, size, mode), f"{mode} plain gather under memcheck {list(grad_out.shape)} -> {size}")
+
+
+# ----------------------------------------------------------------------------
+# The dispatch's CUDA gathers (not graded: the later rungs of the ladder; the exercise is the
+# plain gather above). Through the public op, so every kernel the table picks is covered.
+
+
+@pytest.mark.cuda
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("shape, size", CUDA_SHAPES, ids=CUDA_IDS)
 def test_backward_cuda(up, device, dtype, shape, size, mode):
@@ -896,7 +1013,6 @@ def test_backward_cuda(up, device, dtype, shape, size, mode):
 
 
 @pytest.mark.cuda
-@pytest.mark.exercise("gather-cuda")
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("shape, size", SUM_SHAPES + ROUNDING_SHAPES, ids=SUM_IDS + ROUNDING_IDS)
 @pytest.mark.parametrize("half", HALF_TYPES, ids=HALF_IDS)
@@ -907,7 +1023,6 @@ def test_backward_sums_cuda(up, device, half, shape, size, mode):
 
 
 @pytest.mark.cuda
-@pytest.mark.exercise("gather-cuda")
 @pytest.mark.parametrize("mode", MODES)
 def test_backward_op_scales_cuda(up, device, mode, dtype):
     if device != "cuda":
@@ -916,7 +1031,6 @@ def test_backward_op_scales_cuda(up, device, mode, dtype):
 
 
 @pytest.mark.cuda
-@pytest.mark.exercise("gather-cuda")
 @pytest.mark.parametrize("recompute", [False, True], ids=["factor-ratio", "recompute"])
 @pytest.mark.parametrize("mode", MODES)
 def test_backward_scale_factor_cuda(up, device, mode, recompute):
@@ -926,7 +1040,6 @@ def test_backward_scale_factor_cuda(up, device, mode, recompute):
 
 
 @pytest.mark.cuda
-@pytest.mark.exercise("gather-cuda")
 @pytest.mark.parametrize("mode", MODES)
 def test_backward_grad_out_layouts_cuda(up, device, mode):
     if device != "cuda":
@@ -935,7 +1048,6 @@ def test_backward_grad_out_layouts_cuda(up, device, mode):
 
 
 @pytest.mark.cuda
-@pytest.mark.exercise("gather-cuda")
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("shape, size", NHWC_SHAPES, ids=NHWC_IDS)
 def test_channels_last_backward_cuda(up, device, dtype, shape, size, mode):
@@ -954,7 +1066,6 @@ def test_channels_last_scatter_cuda(up, device, dtype, shape, size, mode):
 
 
 @pytest.mark.cuda
-@pytest.mark.exercise("gather-cuda")
 @pytest.mark.parametrize("mode, shape, size", NONFINITE_CASES, ids=NONFINITE_IDS)
 def test_backward_nonfinite_cuda(up, device, dtype, shape, size, mode):
     if device != "cuda":
@@ -963,7 +1074,6 @@ def test_backward_nonfinite_cuda(up, device, dtype, shape, size, mode):
 
 
 @pytest.mark.cuda
-@pytest.mark.exercise("gather-cuda")
 def test_gather_is_deterministic(up, device):
     if device != "cuda":
         pytest.skip("needs the CUDA build")
@@ -982,7 +1092,6 @@ STRONG_SHAPES = [((2, 3, 2, 3), (300, 400)), ((1, 8, 3, 2), (250, 190)), ((1, 5,
 
 
 @pytest.mark.cuda
-@pytest.mark.exercise("gather-cuda")
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("shape, size", STRONG_SHAPES, ids=channel_shape_ids(STRONG_SHAPES))
 def test_gather_strong_upsampling_cuda(up, device, dtype, shape, size, mode):
@@ -1006,7 +1115,6 @@ PACK_SHAPES = [((1, 5, 6, 7), (24, 28)), ((1, 12, 5, 9), (20, 36)), ((2, 3, 4, 5
 
 
 @pytest.mark.cuda
-@pytest.mark.exercise("gather-cuda")
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("shape, size", PACK_SHAPES, ids=channel_shape_ids(PACK_SHAPES))
 def test_gather_column_packs_cuda(up, device, dtype, shape, size, mode):
@@ -1037,7 +1145,6 @@ MEMCHECK_SHAPES = PACK_SHAPES + [((1, 2, 5, 7), (9, 13)), ((2, 3, 4, 6), (8, 12)
 
 
 @pytest.mark.cuda
-@pytest.mark.exercise("gather-cuda")
 def test_gather_reads_only_grad_out_cuda(device, chapter_source, tmp_path):
     if device != "cuda":
         pytest.skip("the CUDA kernel's test")
@@ -1126,6 +1233,127 @@ EXACT_IDS = [f"{r}-{l}-{i}" for (r, l, _, _), i in
              zip(EXACT_CASES, channel_shape_ids([(s, o) for _, _, s, o in EXACT_CASES]))]
 
 
+# The dispatch table's names (csrc/dispatch.cu) and the CUDA kernel each one launches.
+KERNEL_SYMBOLS = {
+    "forward_naive": "forward_naive_kernel", "forward_rows": "forward_kernel", "forward_halve": "forward_kernel",
+    "forward_double": "forward_kernel", "forward_nhwc": "forward_nhwc_kernel",
+    "forward_nhwc_packs": "forward_nhwc_kernel", "forward_nhwc_rgb_x2": "forward_rgb_twice_kernel",
+    "scatter": "scatter_kernel", "scatter_nhwc": "scatter_nhwc_kernel", "gather_plain": "gather_plain_kernel",
+    "gather_planes": "gather_kernel", "gather_column_packs": "gather_kernel", "gather_x2": "gather_times_kernel",
+    "gather_x4": "gather_times_kernel", "gather_halve": "gather_halve_kernel", "gather_nhwc": "gather_nhwc_kernel",
+    "gather_nhwc_rgb_x2": "gather_times_kernel", "gather_nhwc_x2": "gather_twice_nhwc_kernel",
+    "gather_nhwc_x2_tile": "gather_twice_nhwc_tile_kernel",
+}
+EXACT_GATHERS = {"gather_x2", "gather_x4", "gather_halve", "gather_nhwc_rgb_x2", "gather_nhwc_x2",
+                 "gather_nhwc_x2_tile"}
+
+
+def kernel_table() -> list[tuple[str, str, str, str]]:
+    """(name, direction, auto or ladder, condition): the rows of csrc/dispatch.cu's table, in order."""
+    text = torch.ops.ch06._upsample_bilinear2d_kernel_table(torch.empty(0))
+    return [tuple(line.split("|")) for line in text.splitlines()]
+
+
+# One case per row of the table: (what, tensor maker, size, mode, direction, method, the kernel expected).
+def _nchw(*shape, dtype=torch.float32):
+    return lambda: torch.randn(*shape, device="cuda", dtype=dtype)
+
+
+def _nhwc(*shape, dtype=torch.float32):
+    return lambda: torch.randn(*shape, device="cuda", dtype=dtype).contiguous(memory_format=torch.channels_last)
+
+
+TABLE_CASES = [
+    ("x2 float32", _nchw(1, 4, 16, 16), (32, 32), "half_pixel", "forward", "gather", "forward_double"),
+    ("x0.5 bfloat16", _nchw(1, 4, 32, 32, dtype=torch.bfloat16), (16, 16), "tf_legacy", "forward", "gather",
+     "forward_halve"),
+    ("x1.5", _nchw(1, 4, 16, 16), (24, 24), "half_pixel", "forward", "gather", "forward_rows"),
+    ("x2 align_corners", _nchw(1, 4, 16, 16), (32, 32), "align_corners", "forward", "gather", "forward_rows"),
+    ("channels-last C 16", _nhwc(1, 16, 8, 8), (16, 16), "half_pixel", "forward", "gather", "forward_nhwc_packs"),
+    ("channels-last C 5", _nhwc(1, 5, 8, 8), (16, 16), "half_pixel", "forward", "gather", "forward_nhwc"),
+    ("channels-last RGB x2", _nhwc(1, 3, 8, 8), (16, 16), "half_pixel", "forward", "gather", "forward_nhwc_rgb_x2"),
+    ("channels-last RGB x2 float64", _nhwc(1, 3, 8, 8, dtype=torch.float64), (16, 16), "half_pixel", "forward",
+     "gather", "forward_nhwc"),
+    ("scatter", _nchw(1, 4, 32, 32), (16, 16), "half_pixel", "backward", "scatter", "scatter"),
+    ("scatter channels-last", _nhwc(1, 4, 32, 32), (16, 16), "half_pixel", "backward", "scatter", "scatter_nhwc"),
+    ("x2 float32", _nchw(1, 4, 32, 32), (16, 16), "half_pixel", "backward", "gather", "gather_x2"),
+    ("x2 W, x1.5 H", _nchw(1, 4, 24, 32), (16, 16), "half_pixel", "backward", "gather", "gather_x2"),
+    ("x2 float64", _nchw(1, 4, 32, 32, dtype=torch.float64), (16, 16), "half_pixel", "backward", "gather",
+     "gather_planes"),
+    ("x4 bfloat16", _nchw(1, 4, 64, 64, dtype=torch.bfloat16), (16, 16), "half_pixel", "backward", "gather",
+     "gather_x4"),
+    ("x0.5", _nchw(1, 4, 16, 16), (32, 32), "tf_legacy", "backward", "gather", "gather_halve"),
+    ("x4 align_corners", _nchw(1, 4, 64, 64), (16, 16), "align_corners", "backward", "gather",
+     "gather_column_packs"),
+    ("x4 align_corners bfloat16", _nchw(1, 4, 64, 64, dtype=torch.bfloat16), (16, 16), "align_corners", "backward",
+     "gather", "gather_planes"),
+    ("x3", _nchw(1, 4, 48, 48), (16, 16), "half_pixel", "backward", "gather", "gather_planes"),
+    ("x1.5", _nchw(1, 4, 24, 24), (16, 16), "half_pixel", "backward", "gather", "gather_planes"),
+    ("channels-last C 16 x2", _nhwc(1, 16, 32, 32), (16, 16), "half_pixel", "backward", "gather",
+     "gather_nhwc_x2_tile"),
+    ("channels-last C 16 x2 W only", _nhwc(1, 16, 24, 32), (16, 16), "half_pixel", "backward", "gather",
+     "gather_nhwc_x2"),
+    ("channels-last RGB x2", _nhwc(1, 3, 32, 32), (16, 16), "half_pixel", "backward", "gather",
+     "gather_nhwc_rgb_x2"),
+    ("channels-last C 5", _nhwc(1, 5, 32, 32), (16, 16), "half_pixel", "backward", "gather", "gather_nhwc"),
+]
+
+
+@pytest.mark.cuda
+def test_dispatch_table_cuda(up, device):
+    """The table picks each automatic kernel for its case; every automatic row has a case here."""
+    if device != "cuda":
+        pytest.skip("needs the CUDA build")
+    rows = kernel_table()
+    assert {name for name, *_ in rows} == set(KERNEL_SYMBOLS), "the table's kernels changed: update KERNEL_SYMBOLS"
+    auto = {name for name, _, how, _ in rows if how == "auto"}
+    assert auto <= {case[-1] for case in TABLE_CASES}, f"rows without a case: {auto - {c[-1] for c in TABLE_CASES}}"
+    for what, make, size, mode, direction, method, expected in TABLE_CASES:
+        t = make()
+        got = kernel_name(t, size, mode, direction, method)
+        assert got == expected, f"{direction} {what} {list(t.shape)} -> {list(size)}, {mode}: the table picks {got}"
+        run = (lambda: op(t, list(size), mode)) if direction == "forward" else (
+            lambda: bw(t, list(size), mode, method))
+        names = cuda_kernels(run)
+        assert any(KERNEL_SYMBOLS[got] in k for k in names), f"{direction} {what}: {got}, but launched {names}"
+    assert kernel_name(torch.randn(1, 1, 4, 4), (8, 8), "half_pixel") == "cpu"
+
+
+# Every rung of the ladder, forced by name, on every case it applies to, against the reference.
+RUNG_CASES = [((2, 3, 9, 13), (17, 26)), ((1, 4, 16, 16), (32, 32)), ((1, 4, 32, 32), (16, 16)),
+              ((1, 16, 16, 16), (32, 32)), ((1, 16, 17, 24), (34, 48)), ((1, 8, 16, 16), (64, 64)),
+              ((1, 3, 8, 16), (16, 32)), ((1, 16, 12, 16), (17, 32)), ((2, 5, 7, 9), (3, 4))]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("mode", MODES)
+def test_every_rung_cuda(up, device, dtype, mode):
+    if device != "cuda":
+        pytest.skip("needs the CUDA build")
+    ran = set()
+    for name, direction, _, when in kernel_table():
+        for shape, size in RUNG_CASES:
+            for layout in (torch.contiguous_format, torch.channels_last):
+                if direction == "forward":
+                    t = torch.randn(shape, device="cuda", dtype=dtype).contiguous(memory_format=layout)
+                    args, ref = (t, list(size), mode, name), ref_forward(t, size, mode)
+                    fn = torch.ops.ch06._upsample_bilinear2d_rung
+                else:
+                    t = torch.randn(shape[:2] + size, device="cuda", dtype=dtype).contiguous(memory_format=layout)
+                    args, ref = (t, list(shape[2:]), mode, name), ref_backward(t, shape[2:], mode)
+                    fn = torch.ops.ch06._upsample_bilinear2d_backward_rung
+                try:
+                    with poisoned_empty():
+                        got = fn(*args)
+                except RuntimeError as e:
+                    assert "does not apply" in str(e), f"{name}: {e}"
+                    continue
+                ran.add(name)
+                check(got, ref, f"rung {name}, {mode}, {list(t.shape)}, {layout}")
+    if dtype == torch.float32 and mode == "half_pixel":
+        assert ran == {name for name, *_ in kernel_table()}, f"rungs never run: {set(KERNEL_SYMBOLS) - ran}"
+
+
 def cuda_kernels(fn) -> list[str]:
     """The names of the CUDA kernels that fn() launches."""
     from torch.profiler import ProfilerActivity, profile
@@ -1159,20 +1387,19 @@ def test_gather_exact_ratio_cuda(up, device, dtype, ratio, layout, shape, size, 
     general = bw(shifted, list(shape[2:]), mode, "gather")
     check(fast, ref_backward(grad_out, shape[2:], mode), what)
     modes = ["half_pixel", "tf_legacy"] if ratio == "x0.5" else ["half_pixel"]
-    by_pixel = cl and c != 3  # gather_twice_nhwc_(tile_)kernel: a 16-byte channel pack per pixel
-    width = 16 // dtype.itemsize  # values per 16 bytes
-    exact_h = {"x2": size[0] == 2 * shape[2], "x4": False, "x0.5": shape[2] == 2 * size[0]}[ratio]
-    tiled = by_pixel and exact_h  # the tile kernel
-    kernel = {"x2": ("gather_twice_nhwc_tile_kernel" if tiled else "gather_twice_nhwc_kernel") if by_pixel
-              else "gather_times_kernel", "x4": "gather_times_kernel", "x0.5": "gather_halve_kernel"}[ratio]
-    takes = mode in modes and dtype != torch.float64 and (c if by_pixel else shape[3]) % width == 0
+    # Which kernel takes the call is the dispatch table's answer (csrc/dispatch.cu), and the
+    # profiler must see that kernel launched; test_dispatch_table_cuda pins the table itself.
+    name = kernel_name(grad_out, shape[2:], mode)
+    takes = name in EXACT_GATHERS
     names = cuda_kernels(lambda: bw(grad_out, list(shape[2:]), mode, "gather"))
-    assert any(kernel in k for k in names) == takes, f"{what}: kernels launched: {names}"
-    if takes:  # a plan only for H when its ratio is not the same exact one
-        assert any("plan_kernel" in k for k in names) != exact_h, f"{what}: kernels launched: {names}"
-    names = cuda_kernels(lambda: bw(shifted, list(shape[2:]), mode, "gather"))
-    assert not any(kernel in k for k in names), f"{what}: one element off, it took {names}"
-    if not takes:  # both are the general gather (aligned, at x4 in float32, with column packs)
+    assert any(KERNEL_SYMBOLS[name] in k for k in names), f"{what}: the table names {name}; launched: {names}"
+    if takes:  # a plan only for H when its rows are not in closed form
+        closed = name not in ("gather_x4", "gather_nhwc_x2")
+        closed = closed and (size[0] == 2 * shape[2] if ratio == "x2" else shape[2] == 2 * size[0])
+        assert any("plan_kernel" in k for k in names) != closed, f"{what}: kernels launched: {names}"
+    other = kernel_name(shifted, shape[2:], mode)
+    assert other in ("gather_planes", "gather_column_packs", "gather_nhwc"), f"{what}: one element off, it took {other}"
+    if not takes:  # both are a general gather
         return
     others = torch.arange(shape[3], device="cuda") != (-1 if ratio == "x0.5" else 1)
     assert_bitwise(fast[..., others], general[..., others], what=what + ", vs the general gather")

@@ -13,6 +13,8 @@
 #include <torch/headeronly/util/Half.h>
 
 #include <optional>
+#include <string>
+#include <string_view>
 
 #include "upsample.h"
 
@@ -75,8 +77,15 @@ void upsample_forward_cpu(const torch::stable::Tensor& x, torch::stable::Tensor&
 void upsample_backward_cpu(const torch::stable::Tensor& grad_out, torch::stable::Tensor& grad_in,
                            const ResizeGeometry& g);
 #ifdef WITH_CUDA
-void upsample_forward_cuda(const torch::stable::Tensor& x, torch::stable::Tensor& out, const ResizeGeometry& g);
-// method: true = gather (deterministic), false = scatter (atomicAdd)
+// The CUDA side (dispatch.cu). `kernel`: empty, the table's choice (ladder.h);
+// else the name of a kernel of the ladder, which must apply to the call.
+void upsample_forward_cuda(const torch::stable::Tensor& x, torch::stable::Tensor& out, const ResizeGeometry& g,
+                           std::string_view kernel = {});
+// gather: true = gather (deterministic), false = scatter (atomicAdd)
 void upsample_backward_cuda(const torch::stable::Tensor& grad_out, torch::stable::Tensor& grad_in,
-                            const ResizeGeometry& g, bool gather);
+                            const ResizeGeometry& g, bool gather, std::string_view kernel = {});
+// The name of the kernel a call takes (nothing is launched), and the table itself.
+std::string upsample_kernel_name_cuda(const torch::stable::Tensor& in, torch::stable::Tensor& out,
+                                      const ResizeGeometry& g, bool forward, bool gather);
+std::string upsample_kernel_table_cuda();
 #endif

@@ -113,8 +113,11 @@ static ResizeGeometry geometry(int64_t planes, int64_t H_in, int64_t W_in, int64
   return {planes, H_in, W_in, H_out, W_out, mode, bounded_scale(scale_h, H_in), bounded_scale(scale_w, W_in)};
 }
 
-Tensor upsample_forward_kernel(const Tensor& x_in, std::vector<int64_t> size, std::string mode_name,
-                               std::optional<double> scale_h, std::optional<double> scale_w) {
+// The forward. `kernel`: empty, the dispatch table's choice; else a CUDA kernel of
+// the ladder by name. With `name` set, nothing runs: *name says what would.
+static Tensor forward_impl(const Tensor& x_in, const std::vector<int64_t>& size, const std::string& mode_name,
+                           std::optional<double> scale_h, std::optional<double> scale_w, std::string_view kernel,
+                           std::string* name) {
   const char* op = "upsample_bilinear2d";
   check_tensor(op, "x", x_in);
   check_hw(op, "size", size);
@@ -130,9 +133,12 @@ Tensor upsample_forward_kernel(const Tensor& x_in, std::vector<int64_t> size, st
   Tensor out = nhwc ? new_empty_channels_last(x, x.size(0), x.size(1), size[0], size[1])
                     : torch::stable::new_empty(x, {x.size(0), x.size(1), size[0], size[1]});
   if (out.numel() == 0) {
+    if (name) *name = "none";
     return out;  // N = 0 or C = 0: nothing to compute, no kernel to launch
   }
   if (size[0] == x.size(2) && size[1] == x.size(3)) {
+    if (name) *name = "copy";
+    if (name) return out;
     // Neither axis changes size: a copy, whatever the scale factors say. PyTorch (CPU and
     // CUDA) takes this shortcut before it looks at a scale; with half_pixel and a factor
     // in (1, (in + 1) / in), the formula would shift the pixels instead (§1).
@@ -144,18 +150,34 @@ Tensor upsample_forward_kernel(const Tensor& x_in, std::vector<int64_t> size, st
   g.channels_last = nhwc;
   if (x.is_cuda()) {
 #ifdef WITH_CUDA
-    upsample_forward_cuda(x, out, g);
+    if (name) {
+      *name = upsample_kernel_name_cuda(x, out, g, true, false);
+    } else {
+      upsample_forward_cuda(x, out, g, kernel);
+    }
 #else
     STD_TORCH_CHECK(false, op, ": this extension was built without CUDA");
 #endif
   } else {
-    upsample_forward_cpu(x, out, g);
+    STD_TORCH_CHECK(kernel.empty(), op, ": the ladder's kernels are CUDA kernels; got a CPU tensor");
+    if (name) {
+      *name = "cpu";
+    } else {
+      upsample_forward_cpu(x, out, g);
+    }
   }
   return out;
 }
 
-Tensor upsample_backward_kernel(const Tensor& grad_out_in, std::vector<int64_t> input_size, std::string mode_name,
-                                std::string method, std::optional<double> scale_h, std::optional<double> scale_w) {
+Tensor upsample_forward_kernel(const Tensor& x, std::vector<int64_t> size, std::string mode,
+                               std::optional<double> scale_h, std::optional<double> scale_w) {
+  return forward_impl(x, size, mode, scale_h, scale_w, {}, nullptr);
+}
+
+// The backward, likewise.
+static Tensor backward_impl(const Tensor& grad_out_in, const std::vector<int64_t>& input_size,
+                            const std::string& mode_name, const std::string& method, std::optional<double> scale_h,
+                            std::optional<double> scale_w, std::string_view kernel, std::string* name) {
   const char* op = "upsample_bilinear2d_backward";
   check_tensor(op, "grad_out", grad_out_in);
   check_hw(op, "input_size", input_size);
@@ -173,9 +195,12 @@ Tensor upsample_backward_kernel(const Tensor& grad_out_in, std::vector<int64_t> 
   Tensor grad_in = nhwc ? new_empty_channels_last(grad_out, N, C, input_size[0], input_size[1])
                         : torch::stable::new_empty(grad_out, {N, C, input_size[0], input_size[1]});
   if (grad_in.numel() == 0) {
+    if (name) *name = "none";
     return grad_in;
   }
   if (input_size[0] == grad_out.size(2) && input_size[1] == grad_out.size(3)) {
+    if (name) *name = "copy";
+    if (name) return grad_in;
     torch::stable::copy_(grad_in, grad_out);  // the forward was a copy: so is its transpose
     return grad_in;
   }
@@ -185,15 +210,65 @@ Tensor upsample_backward_kernel(const Tensor& grad_out_in, std::vector<int64_t> 
   g.channels_last = nhwc;
   if (grad_out.is_cuda()) {
 #ifdef WITH_CUDA
-    upsample_backward_cuda(grad_out, grad_in, g, gather);
+    if (name) {
+      *name = upsample_kernel_name_cuda(grad_out, grad_in, g, false, gather);
+    } else {
+      upsample_backward_cuda(grad_out, grad_in, g, gather, kernel);
+    }
 #else
     STD_TORCH_CHECK(false, op, ": this extension was built without CUDA");
 #endif
   } else {
+    STD_TORCH_CHECK(kernel.empty(), op, ": the ladder's kernels are CUDA kernels; got a CPU tensor");
     // One CPU kernel for both methods: it gathers, so it is deterministic.
-    upsample_backward_cpu(grad_out, grad_in, g);
+    if (name) {
+      *name = "cpu";
+    } else {
+      upsample_backward_cpu(grad_out, grad_in, g);
+    }
   }
   return grad_in;
+}
+
+Tensor upsample_backward_kernel(const Tensor& grad_out, std::vector<int64_t> input_size, std::string mode,
+                                std::string method, std::optional<double> scale_h, std::optional<double> scale_w) {
+  return backward_impl(grad_out, input_size, mode, method, scale_h, scale_w, {}, nullptr);
+}
+
+// The ladder's ops (ladder.h): a named kernel forced, and the name of the kernel a call takes.
+Tensor upsample_forward_rung(const Tensor& x, std::vector<int64_t> size, std::string mode, std::string kernel,
+                             std::optional<double> scale_h, std::optional<double> scale_w) {
+  STD_TORCH_CHECK(!kernel.empty(), "upsample_bilinear2d: name a kernel");
+  return forward_impl(x, size, mode, scale_h, scale_w, kernel, nullptr);
+}
+
+Tensor upsample_backward_rung(const Tensor& grad_out, std::vector<int64_t> input_size, std::string mode,
+                              std::string kernel, std::optional<double> scale_h, std::optional<double> scale_w) {
+  STD_TORCH_CHECK(!kernel.empty(), "upsample_bilinear2d_backward: name a kernel");
+  const std::string method = kernel.rfind("scatter", 0) == 0 ? "scatter" : "gather";
+  return backward_impl(grad_out, input_size, mode, method, scale_h, scale_w, kernel, nullptr);
+}
+
+std::string upsample_kernel_name(const Tensor& t, std::vector<int64_t> size, std::string mode, std::string direction,
+                                 std::string method, std::optional<double> scale_h, std::optional<double> scale_w) {
+  std::string name;
+  STD_TORCH_CHECK(direction == "forward" || direction == "backward",
+                  "_upsample_bilinear2d_kernel_name: direction must be \"forward\" or \"backward\"");
+  if (direction == "forward") {
+    forward_impl(t, size, mode, scale_h, scale_w, {}, &name);
+  } else {
+    backward_impl(t, size, mode, method, scale_h, scale_w, {}, &name);
+  }
+  return name;
+}
+
+std::string upsample_kernel_table(const Tensor& like) {
+  (void)like;
+#ifdef WITH_CUDA
+  return upsample_kernel_table_cuda();
+#else
+  return "";
+#endif
 }
 
 // The schemas. `backward` rides along with the forward so that the autograd
@@ -211,6 +286,18 @@ STABLE_TORCH_LIBRARY(ch06, m) {
   m.def(
       "_upsample_bilinear2d_backward_kernel(Tensor grad_out, int[2] input_size, str mode, str method, "
       "float? scale_h=None, float? scale_w=None) -> Tensor");
+  // The ladder (ladder.h): run one named CUDA kernel; name the kernel a call takes
+  // ("cpu", "copy" or "none" where no CUDA kernel runs); the table, one row a line.
+  m.def(
+      "_upsample_bilinear2d_rung(Tensor x, int[2] size, str mode, str kernel, float? scale_h=None, "
+      "float? scale_w=None) -> Tensor");
+  m.def(
+      "_upsample_bilinear2d_backward_rung(Tensor grad_out, int[2] input_size, str mode, str kernel, "
+      "float? scale_h=None, float? scale_w=None) -> Tensor");
+  m.def(
+      "_upsample_bilinear2d_kernel_name(Tensor t, int[2] size, str mode, str direction, str method=\"gather\", "
+      "float? scale_h=None, float? scale_w=None) -> str");
+  m.def("_upsample_bilinear2d_kernel_table(Tensor like) -> str");
 }
 
 // TORCH_BOX turns a typed C++ function into the boxed form the stable ABI passes
@@ -219,11 +306,19 @@ STABLE_TORCH_LIBRARY(ch06, m) {
 STABLE_TORCH_LIBRARY_IMPL(ch06, CPU, m) {
   m.impl("_upsample_bilinear2d_kernel", TORCH_BOX(&upsample_forward_kernel));
   m.impl("_upsample_bilinear2d_backward_kernel", TORCH_BOX(&upsample_backward_kernel));
+  m.impl("_upsample_bilinear2d_rung", TORCH_BOX(&upsample_forward_rung));
+  m.impl("_upsample_bilinear2d_backward_rung", TORCH_BOX(&upsample_backward_rung));
+  m.impl("_upsample_bilinear2d_kernel_name", TORCH_BOX(&upsample_kernel_name));
+  m.impl("_upsample_bilinear2d_kernel_table", TORCH_BOX(&upsample_kernel_table));
 }
 
 #ifdef WITH_CUDA
 STABLE_TORCH_LIBRARY_IMPL(ch06, CUDA, m) {
   m.impl("_upsample_bilinear2d_kernel", TORCH_BOX(&upsample_forward_kernel));
   m.impl("_upsample_bilinear2d_backward_kernel", TORCH_BOX(&upsample_backward_kernel));
+  m.impl("_upsample_bilinear2d_rung", TORCH_BOX(&upsample_forward_rung));
+  m.impl("_upsample_bilinear2d_backward_rung", TORCH_BOX(&upsample_backward_rung));
+  m.impl("_upsample_bilinear2d_kernel_name", TORCH_BOX(&upsample_kernel_name));
+  m.impl("_upsample_bilinear2d_kernel_table", TORCH_BOX(&upsample_kernel_table));
 }
 #endif

@@ -119,8 +119,8 @@ C10_HOST_DEVICE inline T sample_line(const scalar_t* __restrict__ line, const Ta
 
 // ---------------------------------------------------------------------------
 // The gather backward (exercise gather-backward: tap_weight and gather_range
-// here, the CPU loop in upsample_cpu.cpp; exercise gather-cuda: the per-pixel sum
-// in upsample_cuda.cu, whose plan_kernel calls the two functions below).
+// here, the CPU loop in upsample_cpu.cpp; exercise gather-cuda: the plain CUDA
+// gather in gather_plain.cu, whose plan (plan.cu) calls the two functions below).
 //
 // Along one axis the forward is out = M x with M (out x in); the backward is
 // grad_in = M^T grad_out. tap_weight is the entry M[d, i]: the weight with which

@@ -85,49 +85,163 @@ VARIANTS = [
             "the previous plane's lines",
             "csrc/upsample_cpu.cpp", "cache.get(p * g.H_out + dh, dh % slots,", "cache.get(dh, dh % slots,"),
 
-    # --- gather-cuda (csrc/upsample_cuda.cu: gather_planes) ------------------------------------
-    Variant("gather-ignores-step", "steps between columns by 1 element in the CUDA gather (right for NCHW only)",
-            "csrc/upsample_cuda.cu", "load_columns<N, V, kPack>(g_row + c * step, plane_out, v);",
+    # --- gather-cuda (csrc/gather_plain.cu: gather_plain_kernel's body, launch_gather_plain's grid) -
+    Variant("plain-gather-row-end-inclusive", "runs the row loop to rows.end[h] inclusive: one grad_out row too "
+            "many (weight 0, but 0 * inf is NaN; past the last row of the last plane it reads past the tensor)",
+            "csrc/gather_plain.cu", "dh < rows.end[h]; ++dh) {", "dh <= rows.end[h]; ++dh) {", cuda_only=True),
+    Variant("plain-gather-columns-from-zero", "starts the column loop at grad_out column 0 instead of "
+            "cols.begin[w] (the extra columns weigh 0, but 0 * inf is NaN)",
+            "csrc/gather_plain.cu", "for (int64_t dw = cols.begin[w]; dw < cols.end[w]; ++dw) {",
+            "for (int64_t dw = 0; dw < cols.end[w]; ++dw) {", cuda_only=True),
+    Variant("plain-gather-columns-begin-of-row", "starts the column loop at cols.begin[h] (the row's index) "
+            "instead of cols.begin[w]",
+            "csrc/gather_plain.cu", "for (int64_t dw = cols.begin[w]; dw < cols.end[w]; ++dw) {",
+            "for (int64_t dw = cols.begin[h]; dw < cols.end[w]; ++dw) {", cuda_only=True),
+    Variant("plain-gather-no-row-weight", "weighs each term by its column weight only (wy left out)",
+            "csrc/gather_plain.cu", "acc += wy * plan_weight(cols, dw, w) * ",
+            "acc += plan_weight(cols, dw, w) * ", cuda_only=True),
+    Variant("plain-gather-row-plan-for-columns", "looks the column weight up in the rows' plan "
+            "(plan_weight(rows, dw, w))",
+            "csrc/gather_plain.cu", "acc += wy * plan_weight(cols, dw, w) * ",
+            "acc += wy * plan_weight(rows, dw, w) * ", cuda_only=True),
+    Variant("plain-gather-rounds-terms", "rounds each term to the storage type before adding it "
+            "(float16/bfloat16 sums drift)",
+            "csrc/gather_plain.cu",
+            "acc += wy * plan_weight(cols, dw, w) * static_cast<T>(plane[dh * cols.out + dw]);",
+            "acc += static_cast<scalar_t>(wy * plan_weight(cols, dw, w) * static_cast<T>(plane[dh * cols.out + dw]));",
+            cuda_only=True),
+    Variant("plain-gather-acc-storage-type", "accumulates in the storage type (scalar_t) instead of T: a "
+            "float16/bfloat16 sum rounded after every term",
+            "csrc/gather_plain.cu", "      T acc = 0;\n", "      scalar_t acc = 0;\n", cuda_only=True),
+    Variant("plain-gather-acc-not-reset", "declares the accumulator once per thread, outside the plane loop: "
+            "a thread's second plane (planes past the grid's 65535 along z) starts from the first one's sum",
+            "csrc/gather_plain.cu",
+            "    for (int64_t p = blockIdx.z; p < planes; p += gridDim.z) {\n"
+            "      const scalar_t* plane = grad_out + p * rows.out * cols.out;\n"
+            "      T acc = 0;\n",
+            "    T acc = 0;\n"
+            "    for (int64_t p = blockIdx.z; p < planes; p += gridDim.z) {\n"
+            "      const scalar_t* plane = grad_out + p * rows.out * cols.out;\n",
+            cuda_only=True),
+    Variant("plain-gather-plane-zero", "leaves out the plane offset: every plane reads grad_out's plane 0",
+            "csrc/gather_plain.cu", "const scalar_t* plane = grad_out + p * rows.out * cols.out;",
+            "const scalar_t* plane = grad_out;", cuda_only=True),
+    Variant("plain-gather-plane-stride-in-sizes", "steps between grad_out planes by H_in * W_in (grad_in's "
+            "plane) instead of H_out * W_out",
+            "csrc/gather_plain.cu", "const scalar_t* plane = grad_out + p * rows.out * cols.out;",
+            "const scalar_t* plane = grad_out + p * rows.in * cols.in;", cuda_only=True),
+    Variant("plain-gather-row-stride-in", "steps between grad_out rows by W_in (grad_in's row) instead of W_out",
+            "csrc/gather_plain.cu", "plane[dh * cols.out + dw]", "plane[dh * cols.in + dw]", cuda_only=True),
+    Variant("plain-gather-store-out-sizes", "indexes grad_in with grad_out's sizes (H_out, W_out) at the store",
+            "csrc/gather_plain.cu", "grad_in[(p * rows.in + h) * cols.in + w]",
+            "grad_in[(p * rows.out + h) * cols.out + w]", cuda_only=True),
+    Variant("plain-gather-no-bounds-check", "has no `if (w >= cols.in) return`: the threads past the row's "
+            "end read past the column plan and write into the next row",
+            "csrc/gather_plain.cu", "  if (w >= cols.in) {\n    return;\n  }\n", "", cuda_only=True),
+    Variant("plain-gather-bounds-check-after-load", "checks w < cols.in only at the store, after the sum: "
+            "threads past the row's end look up cols.begin[w] and cols.end[w] past the column plan and read "
+            "grad_out wherever those values point",
+            "csrc/gather_plain.cu",
+            "  if (w >= cols.in) {\n"
+            "    return;\n"
+            "  }\n"
+            "  for (int64_t h = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; h < rows.in;\n"
+            "       h += static_cast<int64_t>(gridDim.y) * blockDim.y) {\n"
+            "    for (int64_t p = blockIdx.z; p < planes; p += gridDim.z) {\n"
+            "      const scalar_t* plane = grad_out + p * rows.out * cols.out;\n"
+            "      T acc = 0;\n"
+            "      for (int64_t dh = rows.begin[h]; dh < rows.end[h]; ++dh) {\n"
+            "        const T wy = plan_weight(rows, dh, h);\n"
+            "        for (int64_t dw = cols.begin[w]; dw < cols.end[w]; ++dw) {\n"
+            "          acc += wy * plan_weight(cols, dw, w) * static_cast<T>(plane[dh * cols.out + dw]);\n"
+            "        }\n"
+            "      }\n"
+            "      grad_in[(p * rows.in + h) * cols.in + w] = static_cast<scalar_t>(acc);\n",
+            "  for (int64_t h = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; h < rows.in;\n"
+            "       h += static_cast<int64_t>(gridDim.y) * blockDim.y) {\n"
+            "    for (int64_t p = blockIdx.z; p < planes; p += gridDim.z) {\n"
+            "      const scalar_t* plane = grad_out + p * rows.out * cols.out;\n"
+            "      T acc = 0;\n"
+            "      for (int64_t dh = rows.begin[h]; dh < rows.end[h]; ++dh) {\n"
+            "        const T wy = plan_weight(rows, dh, h);\n"
+            "        for (int64_t dw = cols.begin[w]; dw < cols.end[w]; ++dw) {\n"
+            "          acc += wy * plan_weight(cols, dw, w) * static_cast<T>(plane[dh * cols.out + dw]);\n"
+            "        }\n"
+            "      }\n"
+            "      if (w >= cols.in) {\n"
+            "        return;\n"
+            "      }\n"
+            "      grad_in[(p * rows.in + h) * cols.in + w] = static_cast<scalar_t>(acc);\n",
+            cuda_only=True),
+    Variant("plain-gather-no-plane-stride", "takes plane blockIdx.z only, without the grid-stride loop: "
+            "planes past the grid's 65535 along z are never written",
+            "csrc/gather_plain.cu", "for (int64_t p = blockIdx.z; p < planes; p += gridDim.z) {",
+            "if (const int64_t p = blockIdx.z; p < planes) {", cuda_only=True),
+    Variant("plain-gather-grid-rounded-down", "launches W_in / 32 blocks of 32 threads along W (rounded down): "
+            "the last columns are never written, and a row of fewer than 32 gets no block",
+            "csrc/gather_plain.cu", "  const Launch l = launch_for(g.W_in, g.H_in, g.planes, 1);\n",
+            "  const Launch l{dim3(static_cast<unsigned>(g.W_in / 32),\n"
+            "                      static_cast<unsigned>(std::min<int64_t>((g.H_in + 7) / 8, kMaxGrid)),\n"
+            "                      static_cast<unsigned>(std::min<int64_t>(g.planes, kMaxGrid))),\n"
+            "                 dim3(32, 8)};\n", cuda_only=True),
+    Variant("plain-gather-grid-planes-uncapped", "launches one block per plane along z without capping it at "
+            "65535: 70000 planes are an invalid launch",
+            "csrc/gather_plain.cu", "  const Launch l = launch_for(g.W_in, g.H_in, g.planes, 1);\n",
+            "  const Launch l{dim3(static_cast<unsigned>((g.W_in + 31) / 32),\n"
+            "                      static_cast<unsigned>(std::min<int64_t>((g.H_in + 7) / 8, kMaxGrid)),\n"
+            "                      static_cast<unsigned>(g.planes)),\n"
+            "                 dim3(32, 8)};\n", cuda_only=True),
+    Variant("plain-gather-weights-commuted", "multiplies the two weights the other way round, wx * wy * g: "
+            "float multiplication commutes exactly, so the terms and the sum are the chapter's bits",
+            "csrc/gather_plain.cu", "acc += wy * plan_weight(cols, dw, w) * ",
+            "acc += plan_weight(cols, dw, w) * wy * ", cuda_only=True, correct=True),
+
+    # --- outside the exercises: the general CUDA gather's sum (csrc/gather_window.cuh: gather_planes,
+    # the faster gathers' building block; the tests of the public backward catch these) ----------
+    Variant("gather-ignores-step", "steps between columns by 1 element in the CUDA general gather (right for "
+            "NCHW only)",
+            "csrc/gather_window.cuh", "load_columns<N, V, kPack>(g_row + c * step, plane_out, v);",
             "load_columns<N, V, kPack>(g_row + c, plane_out, v);", cuda_only=True),
-    Variant("gather-row-without-step", "steps between rows by W_out elements in the CUDA gather "
+    Variant("gather-row-without-step", "steps between rows by W_out elements in the CUDA general gather "
             "(right for NCHW only)",
-            "csrc/upsample_cuda.cu", "grad_out + (dh * row_length + win.first) * step;",
+            "csrc/gather_window.cuh", "grad_out + (dh * row_length + win.first) * step;",
             "grad_out + dh * row_length + win.first * step;", cuda_only=True),
     Variant("gather-window-from-zero", "starts every row at column 0 instead of the window's first column",
-            "csrc/upsample_cuda.cu", "grad_out + (dh * row_length + win.first) * step;",
+            "csrc/gather_window.cuh", "grad_out + (dh * row_length + win.first) * step;",
             "grad_out + dh * row_length * step;", cuda_only=True),
-    Variant("cuda-gather-rounds-terms", "rounds each term to the storage type before adding it in the CUDA gather",
-            "csrc/upsample_cuda.cu", "              acc[p] += weight * v[j][p];",
+    Variant("cuda-gather-rounds-terms", "rounds each term to the storage type before adding it in the CUDA "
+            "general gather",
+            "csrc/gather_window.cuh", "              acc[p] += weight * v[j][p];",
             "              acc[p] += static_cast<scalar_t>(weight * v[j][p]);", cuda_only=True),
     Variant("cuda-gather-ignores-count", "sums all K columns of the window, also those past its count "
             "(their weight is 0, but 0 * inf is NaN, and they may lie past the tensor's end)",
-            "csrc/upsample_cuda.cu", "          if (k >= win.lo && k < win.count) {", "          if (k >= win.lo) {",
+            "csrc/gather_window.cuh", "          if (k >= win.lo && k < win.count) {", "          if (k >= win.lo) {",
             cuda_only=True),
     Variant("cuda-gather-loads-past-count", "loads every pack of the window, also those past its count: the "
             "sum still skips their values, but at the end of the last row they lie past the tensor's end",
-            "csrc/upsample_cuda.cu", "      if (c < win.count) {\n        T v[V][N];", "      {\n        T v[V][N];",
+            "csrc/gather_window.cuh", "      if (c < win.count) {\n        T v[V][N];", "      {\n        T v[V][N];",
             cuda_only=True),
     Variant("cuda-gather-ignores-lo", "sums the columns of the first pack before the window's first real one "
             "(their weight is 0, but 0 * inf is NaN)",
-            "csrc/upsample_cuda.cu", "          if (k >= win.lo && k < win.count) {", "          if (k < win.count) {",
+            "csrc/gather_window.cuh", "          if (k >= win.lo && k < win.count) {", "          if (k < win.count) {",
             cuda_only=True),
     Variant("cuda-gather-pack-first-column", "uses the first column of each loaded pack for all of its columns",
-            "csrc/upsample_cuda.cu", "              acc[p] += weight * v[j][p];",
+            "csrc/gather_window.cuh", "              acc[p] += weight * v[j][p];",
             "              acc[p] += weight * v[0][p];", cuda_only=True),
     Variant("cuda-gather-packs-step-one", "steps through the window one column at a time while loading V columns "
             "at each step (overlapping, misaligned packs)",
-            "csrc/upsample_cuda.cu", "    for (int c = 0; c < K; c += V) {", "    for (int c = 0; c < K; ++c) {",
+            "csrc/gather_window.cuh", "    for (int c = 0; c < K; c += V) {", "    for (int c = 0; c < K; ++c) {",
             cuda_only=True),
     Variant("cuda-gather-pack-weight-index", "weighs column c + j of a pack by the window's weight j",
-            "csrc/upsample_cuda.cu", "            const T weight = wy * win.weight[k];",
+            "csrc/gather_window.cuh", "            const T weight = wy * win.weight[k];",
             "            const T weight = wy * win.weight[j];", cuda_only=True),
     Variant("cuda-gather-no-row-weight", "weighs each column by its column weight only",
-            "csrc/upsample_cuda.cu", "            const T weight = wy * win.weight[k];",
+            "csrc/gather_window.cuh", "            const T weight = wy * win.weight[k];",
             "            const T weight = win.weight[k];", cuda_only=True),
     Variant("cuda-gather-one-tap-row-weight", "weighs a grad_out row by the tap that names input row h first, "
             "missing the second tap at the last row (both taps there)",
-            "csrc/upsample_cuda.cu", "const T wy = tap_weight<T>(Taps<T>{rows.i0[dh], rows.i1[dh], rows.l[dh]}, h);",
-            "const T wy = rows.i0[dh] == h ? T(1) - rows.l[dh] : rows.l[dh];", cuda_only=True),
+            "csrc/gather_window.cuh", "    const T wy = plan_weight(rows, dh, h);",
+            "    const T wy = rows.i0[dh] == h ? T(1) - rows.l[dh] : rows.l[dh];", cuda_only=True),
 
     # --- outside the exercises: the forward kernels, the entry points, the Python layer ------
     Variant("swapped-h-w", "takes the row ratio from the widths and the column ratio from the heights",
@@ -184,22 +298,23 @@ VARIANTS = [
     Variant("wrapper-rounds-size", "rounds in * factor to the nearest integer instead of flooring it",
             "upsample.py", "math.floor(float(n * f))", "round(float(n * f))"),
     Variant("cuda-swapped-h-w-index", "steps between output rows by H_out instead of W_out in the CUDA forward",
-            "csrc/upsample_cuda.cu", "store_outputs<scalar_t, V>(op + h * W_out, r, n, vector);",
+            "csrc/forward_nchw.cu", "store_outputs<scalar_t, V>(op + h * W_out, r, n, vector);",
             "store_outputs<scalar_t, V>(op + h * H_out, r, n, vector);", cuda_only=True),
     Variant("cuda-row-cache-assumes-step-one", "the CUDA forward reuses its bottom row whenever the rows change "
             "(right when upsampling, wrong when a downsampling step skips input rows)",
-            "csrc/upsample_cuda.cu", "if (yt.i0 == row1) {  // moved down", "if (row1 >= 0) {  // moved down",
+            "csrc/forward_rows.cuh", "if (yt.i0 == row1) {  // moved down", "if (row1 >= 0) {  // moved down",
             cuda_only=True),
     Variant("cuda-forward-blend-storage-type", "blends along H in the storage type in the CUDA forward",
-            "csrc/upsample_cuda.cu",
+            "csrc/forward_rows.cuh",
             "// the blend along H, on the cached row samples\n      r.v[j] = static_cast<scalar_t>((T(1) - yt.l) * "
             "top[j] + yt.l * bottom[j]);",
             "// the blend along H, on the cached row samples\n      "
             "r.v[j] = static_cast<scalar_t>(T(1) - yt.l) * static_cast<scalar_t>(top[j]) + "
             "static_cast<scalar_t>(yt.l) * static_cast<scalar_t>(bottom[j]);", cuda_only=True),
     Variant("cuda-vector-stores-any-width", "uses 16-byte stores also when W_out is not a multiple of kV",
-            "csrc/upsample_cuda.cu", "g.W_out % V == 0 && reinterpret_cast", "reinterpret_cast", cuda_only=True),
-    Variant("scatter-drops-a-tap", "forgets the bottom-right atomicAdd", "csrc/upsample_cuda.cu",
+            "csrc/forward_nchw.cu", "g.W_out % V == 0 && aligned(c.out.data_ptr()", "aligned(c.out.data_ptr()",
+            cuda_only=True),
+    Variant("scatter-drops-a-tap", "forgets the bottom-right atomicAdd", "csrc/scatter.cu",
             "  atomicAdd(grad_in + yt.i1 * row + xt.i1 * pixel, static_cast<acc_t>(xt.l * bottom));\n", "",
             cuda_only=True),
     Variant("eager-skips-checks", "the public forward calls the kernel without checking its arguments: "
@@ -220,121 +335,128 @@ VARIANTS = [
     Variant("scatter-ignores-determinism", "runs the scatter backward in deterministic mode without an error",
             "upsample.py", "        _alert_not_deterministic(", "        (lambda caller: None)(", cuda_only=True),
     Variant("cuda-halving-one-tap", "reads the first tap's column for both taps in the CUDA forward's x0.5 path",
-            "csrc/upsample_cuda.cu", "xt[j].l * static_cast<T>(span[2 * j + 1]);", "xt[j].l * static_cast<T>(span[2 * j]);",
+            "csrc/forward_nchw.cu", "xt[j].l * static_cast<T>(span[2 * j + 1]);", "xt[j].l * static_cast<T>(span[2 * j]);",
             cuda_only=True),
-    Variant("cuda-halving-any-width", "takes the CUDA forward's x0.5 path whenever the ratio is 2, also when "
-            "W_in is not 2 * W_out (scale_factor=0.5 on an odd width: rows off the 16-byte grid)",
-            "csrc/upsample_cuda.cu", "rw == opmath_t(2) && g.W_in == 2 * g.W_out &&", "rw == opmath_t(2) &&",
+    Variant("cuda-halving-any-width", "takes the CUDA forward's x0.5 path (dispatch.cu, forward_halve) whenever "
+            "the ratio is 2, also when W_in is not 2 * W_out (scale_factor=0.5 on an odd width: rows off the "
+            "16-byte grid)",
+            "csrc/dispatch.cu", "c.rw == T(2) && g.W_in == 2 * g.W_out && ", "c.rw == T(2) && ",
             cuda_only=True),
     Variant("cuda-doubling-left-edge", "forgets that output 0's coordinate clamps to 0 in the CUDA forward's x2 "
             "path (reads column -1's slot with weight 1)",
-            "csrc/upsample_cuda.cu", "if (j == 0 && first) {", "if (j == 0 && false) {", cuda_only=True),
+            "csrc/forward_nchw.cu", "if (j == 0 && first) {", "if (j == 0 && false) {", cuda_only=True),
     Variant("cuda-doubling-right-edge", "forgets that the last output's second tap clamps to the last column "
             "in the CUDA forward's x2 path",
-            "csrc/upsample_cuda.cu", "if (j == V - 1 && last) {", "if (j == V - 1 && false) {", cuda_only=True),
+            "csrc/forward_nchw.cu", "if (j == V - 1 && last) {", "if (j == V - 1 && false) {", cuda_only=True),
     Variant("cuda-rgb-twice-left-edge", "forgets, in the CUDA forward of channels-last RGB at x2, that output "
             "pixel 0's coordinate clamps to 0 (reads pixel -1's slot with weight 1)",
-            "csrc/upsample_cuda.cu", "if (first && j == 0) {", "if (false && j == 0) {", cuda_only=True),
+            "csrc/forward_nhwc.cu", "if (first && j == 0) {", "if (false && j == 0) {", cuda_only=True),
     Variant("cuda-rgb-twice-right-edge", "forgets, in the CUDA forward of channels-last RGB at x2, that the last "
             "output pixel's second tap clamps to the last input pixel",
-            "csrc/upsample_cuda.cu", "if (last && j == V - 1) {", "if (false && j == V - 1) {", cuda_only=True),
+            "csrc/forward_nhwc.cu", "if (last && j == V - 1) {", "if (false && j == V - 1) {", cuda_only=True),
     Variant("cuda-rgb-twice-any-mode", "takes the CUDA forward's channels-last RGB x2 kernel whenever the ratio "
-            "is 1/2, tf_legacy included",
-            "csrc/upsample_cuda.cu", "if (C == 3 && g.mode == Mode::HalfPixel && rw == opmath_t(0.5)",
-            "if (C == 3 && rw == opmath_t(0.5)", cuda_only=True),
+            "is 1/2, tf_legacy included (dispatch.cu, forward_nhwc_rgb_x2: the ratio and the sizes, not the "
+            "exact half_pixel span)",
+            "csrc/dispatch.cu", "g.channels == 3 && x2_w && ",
+            "g.channels == 3 && c.rw == T(0.5) && g.W_out == 2 * g.W_in && g.W_out < kExactLimit && ",
+            cuda_only=True),
     Variant("cuda-rgb-twice-any-width", "takes the CUDA forward's channels-last RGB x2 kernel for any input "
             "width, also where a thread's V / 2 input pixels do not start on its own load",
-            "csrc/upsample_cuda.cu", "g.W_out == 2 * g.W_in &&\n            g.W_in % (V / 2) == 0 &&",
-            "g.W_out == 2 * g.W_in &&\n            true &&", cuda_only=True),
+            "csrc/dispatch.cu", "g.channels == 3 && x2_w && g.W_in % (V / 2) == 0 && ",
+            "g.channels == 3 && x2_w && ", cuda_only=True),
     Variant("cuda-rgb-twice-any-address", "takes the CUDA forward's channels-last RGB x2 kernel (8-byte loads) "
             "for an input that does not start on 8 bytes",
-            "csrc/upsample_cuda.cu", "reinterpret_cast<uintptr_t>(x.const_data_ptr()) % 8 == 0 &&", "",
-            cuda_only=True),
+            "csrc/dispatch.cu", "aligned(in, 8) && aligned(out, 16)", "aligned(out, 16)", cuda_only=True),
     Variant("cuda-rgb-twice-loads-past-row", "lets the last thread of a row, in the CUDA forward of channels-last "
             "RGB at x2, load the pixel past the row's end (unused, but past the tensor on the last row)",
-            "csrc/upsample_cuda.cu", "(i >= kPre / H + 3 && last) ? src", "false ? src", cuda_only=True),
+            "csrc/forward_nhwc.cu", "(i >= kPre / Q + 3 && last) ? src", "false ? src", cuda_only=True),
     Variant("cuda-doubling-any-mode", "takes the CUDA forward's x2 path whenever the ratio is 1/2, tf_legacy "
-            "included (whose taps are k and k + 1 for outputs 2k and 2k + 1)",
-            "csrc/upsample_cuda.cu", "const bool twice = g.mode == Mode::HalfPixel && rw == opmath_t(0.5)",
-            "const bool twice = rw == opmath_t(0.5)", cuda_only=True),
-    Variant("cuda-gather-x2-any-mode", "takes the CUDA gather's exact-x2 path whenever the ratio is 1/2, tf_legacy "
-            "included (whose outputs 2k and 2k + 1 read column k with weights 1 and 0.5)",
-            "csrc/upsample_cuda.cu", "if (g.mode == Mode::HalfPixel && ratio == opmath_t(0.5) && out == 2 * in",
-            "if (ratio == opmath_t(0.5) && out == 2 * in", cuda_only=True),
+            "included (whose taps are k and k + 1 for outputs 2k and 2k + 1; dispatch.cu, forward_double: the "
+            "ratio and the sizes, not the exact half_pixel span)",
+            "csrc/dispatch.cu", "return !cl && x2_w && ",
+            "return !cl && c.rw == T(0.5) && g.W_out == 2 * g.W_in && g.W_out < kExactLimit && ", cuda_only=True),
+    Variant("cuda-gather-x2-any-mode", "takes the CUDA gather's exact-x2 path (dispatch.cu, gather_x2) whenever "
+            "the ratio is 1/2, tf_legacy included (whose outputs 2k and 2k + 1 read column k with weights 1 and 0.5)",
+            "csrc/dispatch.cu", "both && g.W_in % V == 0 && x2_w;",
+            "both && g.W_in % V == 0 && c.rw == T(0.5) && g.W_out == 2 * g.W_in && g.W_out < kExactLimit;",
+            cuda_only=True),
     Variant("cuda-gather-x2-drops-zero-weight-tap", "leaves out of the exact-x2 and x4 gather column 1's taps of "
             "weight 0 (outputs 0 .. F/2 - 1): an inf there no longer makes column 1 NaN, as it does in PyTorch's "
             "backward",
-            "csrc/upsample_cuda.cu", "              if (m >= 0 || tap.reads) {", "              if (m >= 0) {",
+            "csrc/gather_exact.cu", "              if (m >= 0 || tap.reads) {", "              if (m >= 0) {",
             cuda_only=True),
     Variant("cuda-gather-x2-rows-skip-zero-weight-tap", "starts input row 1's range at output 1 in the exact-x2 "
             "gather's closed-form rows, leaving out output 0's tap of weight 0 (an inf there no longer makes row 1 "
             "NaN)",
-            "csrc/upsample_cuda.cu", "    begin = h <= 1 ? 0 : 2 * h - 1;", "    begin = h == 0 ? 0 : 2 * h - 1;",
+            "csrc/plan.cuh", "    begin = h <= 1 ? 0 : 2 * h - 1;", "    begin = h == 0 ? 0 : 2 * h - 1;",
             cuda_only=True),
     Variant("cuda-gather-x2-rows-unclamped", "does not clamp the last input row's range to H_out in the exact-x2 "
             "gather's closed-form rows (it reads one row past the plane)",
-            "csrc/upsample_cuda.cu", "    end = 2 * h + 3 < rows.out ? 2 * h + 3 : rows.out;",
+            "csrc/plan.cuh", "    end = 2 * h + 3 < rows.out ? 2 * h + 3 : rows.out;",
             "    end = 2 * h + 3;", cuda_only=True),
     Variant("cuda-gather-x0.5-half-pixel-weights", "weights the exact-x0.5 gather's two columns 0.5 and 0.5 in "
             "every mode (tf_legacy's are 1 and 0)",
-            "csrc/upsample_cuda.cu", "  const T l = mode == Mode::HalfPixel ? T(0.5) : T(0);", "  const T l = T(0.5);",
+            "csrc/gather_exact.cu", "  const T l = mode == Mode::HalfPixel ? T(0.5) : T(0);", "  const T l = T(0.5);",
             cuda_only=True),
     Variant("cuda-gather-x2-nhwc-skips-zero-weight-column", "leaves out the channels-last exact-x2 gather's read "
             "of output column 0 by input pixel 1 (weight 0: a NaN or inf there must still reach pixel 1)",
-            "csrc/upsample_cuda.cu",
+            "csrc/gather_exact_nhwc.cu",
             "      const ColumnTap<T> t = times_tap<2, T>(m, w <= 0, w == 1, w + 1 >= W_in);",
             "      const ColumnTap<T> t = times_tap<2, T>(m, w <= 0, false, w + 1 >= W_in);", cuda_only=True),
-    Variant("cuda-gather-x4-any-mode", "takes the CUDA gather's exact-x4 path whenever the ratio is 1/4, tf_legacy "
-            "included (whose outputs 4k .. 4k + 3 read column k with weights 1, 0.75, 0.5, 0.25)",
-            "csrc/upsample_cuda.cu", "            quad = g.mode == Mode::HalfPixel && rw == opmath_t(0.25)",
-            "            quad = rw == opmath_t(0.25)", cuda_only=True),
-    Variant("cuda-gather-x4-shuffles-one-value", "passes the exact gathers' neighbouring lanes one end value H "
-            "times (the x2 kernel's one shuffle), instead of the H values on either side (x4: two columns; "
+    Variant("cuda-gather-x4-any-mode", "takes the CUDA gather's exact-x4 path (dispatch.cu, gather_x4) whenever "
+            "the ratio is 1/4, tf_legacy included (whose outputs 4k .. 4k + 3 read column k with weights 1, 0.75, 0.5, 0.25)",
+            "csrc/dispatch.cu", "g.mode == Mode::HalfPixel && c.rw == T(0.25)", "c.rw == T(0.25)",
+            cuda_only=True),
+    Variant("cuda-gather-x4-shuffles-one-value", "passes the exact gathers' neighbouring lanes one end value E "
+            "times (the x2 kernel's one shuffle), instead of the E values on either side (x4: two columns; "
             "channels-last RGB: a pixel's three channels)",
-            "csrc/upsample_cuda.cu",
-            "          T left = __shfl_up_sync(kAll, g[F * N + i], 1), right = __shfl_down_sync(kAll, g[H + i], 1);",
-            "          T left = __shfl_up_sync(kAll, g[F * N], 1), right = __shfl_down_sync(kAll, g[H], 1);",
+            "csrc/gather_exact.cu",
+            "          T left = __shfl_up_sync(kAll, g[F * N + i], 1), right = __shfl_down_sync(kAll, g[E + i], 1);",
+            "          T left = __shfl_up_sync(kAll, g[F * N], 1), right = __shfl_down_sync(kAll, g[E], 1);",
             cuda_only=True),
     Variant("cuda-gather-shared-warp-one-plane", "gives every plane that shares a warp in the exact gathers (rows "
             "of at most 16 groups) the warp's first plane, so the others are never written",
-            "csrc/upsample_cuda.cu", "      const int64_t p = p0 + sub < planes ? p0 + sub : planes - 1;",
+            "csrc/gather_exact.cu", "      const int64_t p = p0 + sub < planes ? p0 + sub : planes - 1;",
             "      const int64_t p = p0 < planes ? p0 : planes - 1;", cuda_only=True),
     Variant("cuda-gather-rgb-halo-in-pixels", "takes F/2 values from either neighbour in the exact gathers, "
             "not F/2 pixels of NC values (right for NCHW, one value short of a channels-last RGB pixel)",
-            "csrc/upsample_cuda.cu", "  constexpr int N = NC * V, H = NC * F / 2;",
-            "  constexpr int N = NC * V, H = F / 2;", cuda_only=True),
+            "csrc/gather_exact.cu", "  constexpr int N = NC * V, E = NC * F / 2;",
+            "  constexpr int N = NC * V, E = F / 2;", cuda_only=True),
     Variant("cuda-gather-rgb-channel-stride", "indexes a channels-last RGB row's values as if they were one "
             "channel's (pixel j's tap m at F j + m + c, not NC (F j + m) + c)",
-            "csrc/upsample_cuda.cu",
+            "csrc/gather_exact.cu",
             "                  sum[j * NC + c] = fma(wy * tap.weight, g[NC * (F * j + m) + c], sum[j * NC + c]);",
             "                  sum[j * NC + c] = fma(wy * tap.weight, g[F * j + m + c], sum[j * NC + c]);",
             cuda_only=True),
     Variant("cuda-gather-x4-last-column-one-clamped-tap", "gives the last column weight 1 only from the first output "
             "past it (right for x2), not from all F/2 of them: at x4 output 4 W_in - 1 reads it with weight 0",
-            "csrc/upsample_cuda.cu", "  if (m < F + F / 2) {", "  if (m < F + 1) {", cuda_only=True),
+            "csrc/exact_taps.cuh", "  if (m < F + F / 2) {", "  if (m < F + 1) {", cuda_only=True),
     Variant("cuda-gather-x2-nhwc-last-pair-inside", "lets the channels-last exact-x2 gather's last pixel pair take "
             "the constant weights of the pairs inside the row (its last pixel reads a column past the row)",
-            "csrc/upsample_cuda.cu", "    if (w0 > 0 && w0 + P < W_in) {", "    if (w0 > 0 && w0 + P <= W_in) {",
+            "csrc/gather_exact_nhwc.cu", "    if (w0 > 0 && w0 + P < W_in) {", "    if (w0 > 0 && w0 + P <= W_in) {",
             cuda_only=True),
     Variant("cuda-gather-exact-rows-any-ratio", "uses the exact kernels' closed-form rows whenever W is exact, "
             "whatever H's ratio",
-            "csrc/upsample_cuda.cu",
-            "          exact_h = exact_w == Span::Taps ? Span::Taps : exact(g.H_in, g.H_out, rh);",
-            "          exact_h = exact_w;", cuda_only=True),
-    Variant("cuda-forward-default-stream", "launches the CUDA forward on the legacy default stream",
-            "csrc/upsample_cuda.cu", "    kernel<<<l.grid, l.block, 0, stream>>>(\n        x.const_data_ptr<scalar_t>()",
-            "    kernel<<<l.grid, l.block>>>(\n        x.const_data_ptr<scalar_t>()", cuda_only=True),
-    Variant("cuda-gather-default-stream", "launches the CUDA gather backward on the legacy default stream",
-            "csrc/upsample_cuda.cu",
-            "gather_kernel<scalar_t, kPlanes, decltype(k_tag)::value, 1><<<l.grid, l.block, 0, stream>>>(",
-            "gather_kernel<scalar_t, kPlanes, decltype(k_tag)::value, 1><<<l.grid, l.block>>>(", cuda_only=True),
+            "csrc/gather_exact.cu",
+            "    const bool exact_rows = !quad && exact_span<T>(g, g.H_in, g.H_out, c.rh) == exact_w;",
+            "    const bool exact_rows = !quad;", cuda_only=True),
+    Variant("cuda-forward-default-stream", "launches the CUDA NCHW forward (forward_rows and its exact spans) on "
+            "the legacy default stream",
+            "csrc/forward_nchw.cu", "  kernel<<<l.grid, l.block, 0, c.stream>>>(c.src(), c.dst(), g.planes,",
+            "  kernel<<<l.grid, l.block>>>(c.src(), c.dst(), g.planes,", cuda_only=True),
+    Variant("cuda-gather-default-stream", "launches the CUDA general gather backward (gather_planes) on the "
+            "legacy default stream",
+            "csrc/gather.cu",
+            "      gather_kernel<scalar_t, kPlanes, decltype(k_tag)::value, 1>\n          <<<l.grid, l.block, 0, c.stream>>>(",
+            "      gather_kernel<scalar_t, kPlanes, decltype(k_tag)::value, 1>\n          <<<l.grid, l.block>>>(",
+            cuda_only=True),
     Variant("cuda-nhwc-gather-rows-cross-images", "the channels-last gather's thread walks its rows without "
             "moving to the next image at the last row of one (h runs past H_in)",
-            "csrc/upsample_cuda.cu", "      if (++h == rows_plan.in) {\n        h = 0;\n        ++n;\n      }",
+            "csrc/gather.cu", "      if (++h == rows_plan.in) {\n        h = 0;\n        ++n;\n      }",
             "      ++h;", cuda_only=True),
     Variant("cuda-nhwc-gather-first-row-only", "the channels-last gather's thread handles the first row of its "
             "chunk only",
-            "csrc/upsample_cuda.cu", "    for (int64_t row = first; row < last; ++row) {",
+            "csrc/gather.cu", "    for (int64_t row = first; row < last; ++row) {",
             "    for (int64_t row = first; row < first + 1; ++row) {", cuda_only=True),
     Variant("ratio-identity-shortcut", "returns the ratio 1 whenever in == out, before looking at the scale: an "
             "axis that keeps its size while the other is resized ignores its scale factor",
@@ -454,15 +576,17 @@ VARIANTS += [
             correct=True),
 ]
 
-# The CUDA gather's own bounds, one past or one short (red-team round; checked on a GPU).
+# The CUDA general gather's own bounds, one past or one short (red-team round; checked on a GPU, when
+# gather_planes was the exercise; now outside the exercises, in csrc/gather_window.cuh).
 VARIANTS += [
     Variant("cuda-gather-row-end-inclusive", "runs the row loop to rows.end[h] inclusive: one grad_out row too many "
             "(weight 0 there, but 0 * inf is NaN, and past the last row it reads past the tensor)",
-            "csrc/upsample_cuda.cu", "  for (int64_t dh = rows.begin[h]; dh < rows.end[h]; ++dh) {\n    const T wy = tap_weight",
-            "  for (int64_t dh = rows.begin[h]; dh <= rows.end[h]; ++dh) {\n    const T wy = tap_weight", cuda_only=True),
+            "csrc/gather_window.cuh",
+            "  for (int64_t dh = rows.begin[h]; dh < rows.end[h]; ++dh) {\n    const T wy = plan_weight",
+            "  for (int64_t dh = rows.begin[h]; dh <= rows.end[h]; ++dh) {\n    const T wy = plan_weight", cuda_only=True),
     Variant("cuda-gather-drops-partial-pack", "loads a pack only when all V of its columns are in the window: "
             "a window whose count is not a multiple of V loses its last columns",
-            "csrc/upsample_cuda.cu", "      if (c < win.count) {\n        T v[V][N];", "      if (c + V <= win.count) {\n        T v[V][N];",
+            "csrc/gather_window.cuh", "      if (c < win.count) {\n        T v[V][N];", "      if (c + V <= win.count) {\n        T v[V][N];",
             cuda_only=True),
 ]
 
