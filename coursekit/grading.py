@@ -14,7 +14,8 @@ so an exercise whose code did not change is not graded again.
 
 On a machine with a CUDA toolkit but no GPU, an exercise whose code nvcc compiles is
 also compiled for CUDA, so a syntax error in a .cu file is reported against its
-exercise ("compiled; not run: no GPU").
+exercise ("compiled; not run: no GPU"). Where the GPU-free judge covers a CUDA exercise
+(coursekit/emulate.py), its emulated tests grade it on the CPU ("emulated").
 """
 
 from __future__ import annotations
@@ -196,6 +197,24 @@ def build_in_subprocess(source: Path, cuda: bool, quiet: bool = False) -> tuple[
     return proc.returncode == 0, proc.stdout
 
 
+def emulated_build_in_subprocess(chapter: chapters.Chapter, source: Path) -> tuple[bool, str]:
+    """Build the GPU-free judge of `source` (coursekit/emulate.py) in a fresh Python. Returns (ok, message)."""
+    code = ("import sys; from coursekit import emulate\n"
+            "try:\n    emulate.build(sys.argv[1], sys.argv[2])\n"
+            "except Exception as e:\n    print(e); sys.exit(3)\n")
+    proc = subprocess.run([sys.executable, "-c", code, chapter.number, str(source)], cwd=ROOT, env=_python_env(False),
+                          text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    return proc.returncode == 0, proc.stdout
+
+
+def _emulated(chapter: chapters.Chapter, bodies: dict) -> bool:
+    """Does the GPU-free judge compile a file of this exercise?"""
+    from . import emulate
+
+    spec = emulate.SPECS.get(chapter.number)
+    return spec is not None and any(Path(rel).name in spec["sources"] for rel in bodies)
+
+
 def _build_failed(log: str) -> bool:
     """Did this test run stop because the extension did not build (coursekit.build.BuildError)?"""
     return re.search(r"building \S+ failed:", log) is not None or "Error building extension" in log
@@ -227,15 +246,21 @@ def run_tests(chapter: chapters.Chapter, source: Path, name: str | None, report:
     return doc, log
 
 
-def _message_lines(message: str, limit: int = 6) -> list[str]:
+def _message_lines(message: str, limit: int = 12, width: int = 110) -> list[str]:
+    """The first message, whole: long lines wrapped (never cut mid-sentence), at most `limit` lines."""
+    import textwrap
+
     lines = [ln.rstrip() for ln in message.splitlines() if ln.strip()]
     # pytest's assertion rewriting appends "assert ..." introspection after our own message; keep ours.
     keep = []
     for ln in lines:
         if keep and ln.lstrip().startswith(("assert ", "+  where", "where ", "+")):
             break
-        keep.append(ln if len(ln) <= 200 else ln[:197] + "...")
-    return keep[:limit]
+        indent = ln[:len(ln) - len(ln.lstrip())]
+        keep += textwrap.wrap(ln, width, subsequent_indent=indent + "  ", break_on_hyphens=False) or [ln]
+    if len(keep) > limit:
+        keep = keep[:limit - 1] + ["  ... (./course grade -v shows the whole report)"]
+    return keep
 
 
 def _verdict_from(name: str, doc: dict | None, log: str, gpu: bool) -> Verdict:
@@ -255,6 +280,9 @@ def _verdict_from(name: str, doc: dict | None, log: str, gpu: bool) -> Verdict:
                        passed=passed, failed=[r[0] for r in failed], log=log)
     if passed:
         extra = f", {len(skipped)} skipped (need a GPU)" if skipped and not gpu else ""
+        if not gpu and any("emulated" in p for p in passed):
+            extra += ("; CUDA code emulated on the CPU (results, bounds, unwritten outputs and the launch checked; "
+                      "a GPU adds speed and the real memory system)")
         return Verdict(name, "PASS", f"{len(passed)} tests{extra}", passed=passed, log=log)
     why = skipped[0][2] if skipped else "no test grades it here"
     return Verdict(name, "not checked", why, log=log)
@@ -317,8 +345,14 @@ def grade(chapter: chapters.Chapter, workspace: Path | None, *, only: list[str] 
             # Build first, in its own process, to show progress and map compile errors to the
             # learner's file; the self-check (stop_first) lets the test run build instead.
             ok, build_log = build_in_subprocess(source, cuda_build) if not stop_first else (True, "")
+            what = "does not compile"
+            if ok and not gpu and _emulated(chapter, bodies) and source != chapter.path:
+                # the GPU-free judge's build of the CUDA code for the CPU: its errors, on the learner's lines
+                say(f"compiling {name} for the GPU-free judge")
+                ok, build_log = emulated_build_in_subprocess(chapter, source)
+                what = "does not compile (the CUDA code, built for the GPU-free judge)"
             if not ok:
-                verdict = Verdict(name, "NOT YET", "does not compile",
+                verdict = Verdict(name, "NOT YET", what,
                                   message=_compile_message(_map_lines(build_log, source, workspace, name, spans)),
                                   log=build_log)
             else:
@@ -339,6 +373,8 @@ def grade(chapter: chapters.Chapter, workspace: Path | None, *, only: list[str] 
                                   message=_compile_message(_map_lines(log, source, workspace, name, spans)), log=log)
             elif verdict.status == "not checked":
                 verdict = Verdict(name, "compiled", "compiled for CUDA; not run: no GPU", log=verdict.log)
+            elif "emulated" in verdict.summary:
+                verdict.summary += "; nvcc compiles it too"
             else:
                 verdict.summary += "; CUDA code compiled, not run: no GPU"
         verdicts.append(verdict)

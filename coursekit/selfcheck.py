@@ -5,6 +5,8 @@
     python -m coursekit.selfcheck 02 NAME [NAME...]  # only these variants
 
 A variant (tests/variants/vNN_*.py) is one textual change to the chapter's solution.
+Without a GPU, a variant that changes CUDA code only is graded when the GPU-free judge
+covers its exercise (coursekit/emulate.py), and skipped otherwise.
 It is turned into a learner's workspace (every exercise solved, the change applied)
 and graded exactly as `./course grade` grades a learner: the exercises whose code the
 change touches must be NOT YET, every other exercise PASS. A change outside every
@@ -21,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from . import ROOT, chapters, exercises, grading
+from . import ROOT, chapters, emulate, exercises, grading
 
 # COURSE_SELFCHECK_SHARD=I/K: this process checks part I of K (tests/test_graders.py), in its own folder.
 SHARD = os.environ.get("COURSE_SELFCHECK_SHARD", "0/1")
@@ -56,6 +58,17 @@ def solved_workspace(chapter: chapters.Chapter, variant: exercises.Variant | Non
         exercises.copy_chapter(chapter.path, staged)
     exercises.copy_chapter(staged, dest, lambda rel, text: exercises.as_workspace(text, rel))
     return dest
+
+
+def emulated(chapter: chapters.Chapter, variant: exercises.Variant) -> bool:
+    """Does the GPU-free judge (coursekit/emulate.py) grade this CUDA variant without a GPU? Yes when
+    its change lies inside an exercise region of a file the judge compiles."""
+    spec = emulate.SPECS.get(chapter.number)
+    if spec is None or Path(variant.file).name not in spec["sources"]:
+        return False
+    path = chapter.path / variant.file
+    regions = exercises.solution_regions(path.read_text(), Path(variant.file))
+    return any(variant.old in "".join(r.body) for r in regions)
 
 
 def touched(chapter: chapters.Chapter, workspace: Path) -> list[str]:
@@ -120,7 +133,7 @@ def main(argv: list[str]) -> int:
     for v in variants(chapter):
         if wanted and v.name not in wanted:
             continue
-        if v.cuda_only and not GPU:
+        if v.cuda_only and not GPU and not emulated(chapter, v):
             print(f"{v.name}: skipped (changes CUDA code only; needs a GPU)")
             continue
         found = check_variant(chapter, v)

@@ -158,6 +158,45 @@ def test_forward_cuda(ext, device, dtype, N, F):
     check_forward(ext, "cuda", dtype, N, F)
 
 
+# cuda-kernel without a GPU: the GPU-free judge (coursekit/emulate.py) compiles the kernel and its
+# launch for the CPU and runs them thread by thread, each tensor in guard-paged memory (a read or
+# write outside it is an error naming the kernel, block, thread and offset), the output poisoned
+# (an element no thread writes is an error), the launch checked as a GPU's driver checks it. Each
+# case runs twice: the tensors ending where their memory ends, then starting where it starts.
+# Sizes: one thread's worth, partial blocks along both axes, F past one block's width.
+EMULATED_SIZES = [(1, 1), (3, 5), (7, 33), (9, 257), (33, 100), (130, 300), (2, 600)]
+
+
+@pytest.fixture(scope="module")
+def emulated(chapter_source):
+    from coursekit import emulate
+    return emulate.build("02", chapter_source)
+
+
+@pytest.mark.exercise("cuda-kernel")
+@pytest.mark.parametrize("N, F", EMULATED_SIZES)
+def test_forward_cuda_emulated(emulated, dtype, N, F):
+    feats, points = inputs(N, F, dtype=dtype)
+    for at_end in (True, False):
+        out = emulated.forward(feats, points, at_end, N * F)
+        assert_matches(out, feats, points, dtype)
+
+
+@pytest.mark.exercise("cuda-kernel")
+def test_forward_cuda_emulated_nan_and_inf(emulated, dtype):
+    check_nonfinite(_Emulated(emulated), "cpu", dtype)
+
+
+class _Emulated:
+    """The emulated judge with the extension's forward(feats, points) signature."""
+
+    def __init__(self, module):
+        self.module = module
+
+    def forward(self, feats, points):
+        return self.module.forward(feats, points, True, 0)
+
+
 def check_nonfinite(ext, device, dtype):
     """NaN and inf in feats reach the output as the formula sends them: every corner adds
     weight * feature, and 0 * NaN and 0 * inf are NaN. Points at the 8 corners (one weight 1, seven

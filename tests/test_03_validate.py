@@ -423,6 +423,27 @@ def vectorized_shapes():
 VEC_SHAPES = list(vectorized_shapes())
 
 
+# vectorized-kernel without a GPU: the GPU-free judge (coursekit/emulate.py) compiles the chapter's
+# launch (with the learner's pack_size) and kernel for the CPU and runs them thread by thread, each
+# tensor in guard-paged memory (a read or write outside it names the kernel, block, thread and
+# offset), the output poisoned (an element no thread writes is an error). Each case runs twice:
+# the tensors ending where their memory ends, then starting there. Not the "large" shapes.
+@pytest.fixture(scope="module")
+def emulated(chapter_source):
+    from coursekit import emulate
+    return emulate.build("03", chapter_source)
+
+
+@pytest.mark.exercise("vectorized-kernel")
+@pytest.mark.parametrize("dtype, N, F", [c[1:] for c in VEC_SHAPES if not c[0].endswith("large")],
+                         ids=[c[0] for c in VEC_SHAPES if not c[0].endswith("large")])
+def test_vectorized_emulated(emulated, dtype, N, F):
+    feats, points = inputs(N, F, "cpu", dtype)
+    for at_end in (True, False):
+        out = emulated.forward(feats, points, "vectorized", at_end, N + F)
+        check(out, feats, points, what=f"forward_vectorized (emulated), N={N}, F={F}")
+
+
 @pytest.mark.cuda
 @pytest.mark.exercise("vectorized-kernel")
 @pytest.mark.parametrize("dtype, N, F", [c[1:] for c in VEC_SHAPES], ids=[c[0] for c in VEC_SHAPES])

@@ -400,6 +400,52 @@ def test_points_grad_cpu_nonfinite(ext, ref, dtype):
 
 
 @pytest.mark.cuda
+# points-reduction without a GPU: the GPU-free judge (coursekit/emulate.py) compiles the chapter's
+# backward kernel and launch with the learner's reduction for the CPU and runs them thread by thread:
+# the threads of a block switch only at __syncthreads() and the warp shuffles, in a shuffled order
+# (a missing barrier reads a partial sum before it is written), tensors in guard-paged memory (a
+# write for a row past the last cube names the thread and offset), outputs poisoned (an element
+# no thread writes is an error). Each case runs twice (tensors ending, then starting, where their
+# memory does), with two thread orders, and both runs must agree bit for bit.
+class _Emulated:
+    """The emulated judge with the extension's backward(grad_out, feats, points, need_feats, need_points)."""
+
+    def __init__(self, module):
+        self.module = module
+
+    def backward(self, grad_out, feats, points, need_feats, need_points):
+        runs = [self.module.backward(grad_out, feats, points, need_feats, need_points, at_end, seed)
+                for at_end, seed in ((True, 1), (False, 2))]
+        for a, b in zip(*runs):
+            assert_bitwise(b, a, what="the emulated backward, run again with another thread order")
+        got = iter(runs[0])
+        return (next(got) if need_feats else None), (next(got) if need_points else None)
+
+
+@pytest.fixture(scope="module")
+def emulated(chapter_source):
+    from coursekit import emulate
+    return _Emulated(emulate.build("04", chapter_source))
+
+
+@pytest.mark.exercise("points-reduction")
+@pytest.mark.parametrize("N, F", SIZES + [(33, 256), (9, 512), (7, 4104)])
+def test_points_reduction_emulated(emulated, ref, dtype, N, F):
+    check_backward(emulated, ref, *inputs(N, F, "cpu", dtype))
+
+
+@pytest.mark.exercise("points-reduction")
+@pytest.mark.parametrize("N, F", [(3, 40), (13, 5), (9, 512)])
+def test_points_reduction_emulated_alone(emulated, ref, N, F):
+    check_backward(emulated, ref, *inputs(N, F, "cpu", torch.float64), need_feats=False)
+
+
+@pytest.mark.exercise("points-reduction")
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["float64", "float32"])
+def test_points_reduction_emulated_nonfinite(emulated, ref, dtype):
+    check_nonfinite(emulated, ref, "cpu", dtype)
+
+
 @pytest.mark.exercise("points-reduction")
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["float64", "float32"])
 def test_points_reduction_nonfinite(ext, ref, device, dtype):

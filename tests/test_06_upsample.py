@@ -899,6 +899,85 @@ def test_gather_same_bits_any_threads(up, shape, size, repeats, layout):
 # gather-cuda: the plain CUDA gather (csrc/gather_plain.cu), run by name through the ladder's op.
 
 
+# Without a GPU: the GPU-free judge (coursekit/emulate.py) compiles gather_plain.cu (the kernel and
+# its launch) and the chapter's plan for the CPU and runs them thread by thread: grad_out in
+# guard-paged memory (a read outside it names the kernel, block, thread and offset), grad_in
+# poisoned (an element no thread writes is an error), the launch checked as the driver checks
+# it. Each case runs twice: the tensors ending where their memory ends, then starting there.
+# Shapes: partial blocks along W and H, one pixel, a long row, long sums (a strong upsampling).
+EMULATED_SHAPES = [((1, 2, 5, 7), (9, 13)), ((2, 3, 4, 6), (8, 12)), ((1, 3, 9, 11), (4, 5)),
+                   ((1, 1, 3, 40), (5, 80)), ((1, 2, 3, 4), (9, 32)), ((2, 2, 1, 1), (3, 2)),
+                   ((1, 1, 2, 1), (5, 300)), ((1, 2, 33, 70), (40, 90)), ((1, 1, 2, 3), (150, 200))]
+EMULATED_MODES = {"align_corners": 0, "half_pixel": 1, "tf_legacy": 2}
+
+
+@pytest.fixture(scope="module")
+def emulated(chapter_source):
+    from coursekit import emulate
+    return emulate.build("06", chapter_source)
+
+
+def emulated_gather(module, grad_out, input_size, mode, scale_h=None, scale_w=None):
+    out = None
+    for at_end in (True, False):
+        got = module.gather_plain(grad_out, list(input_size), EMULATED_MODES[mode], scale_h, scale_w, at_end,
+                                  grad_out.numel())
+        if out is not None:
+            assert_bitwise(got, out, what=f"{mode} plain gather (emulated), run again")
+        out = got
+    return out
+
+
+@pytest.mark.exercise("gather-cuda")
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("shape, size", EMULATED_SHAPES, ids=channel_shape_ids(EMULATED_SHAPES))
+def test_gather_plain_emulated(emulated, dtype, shape, size, mode):
+    grad_out = torch.randn(shape[:2] + size, dtype=dtype)
+    check(emulated_gather(emulated, grad_out, shape[2:], mode), ref_backward(grad_out, shape[2:], mode),
+          f"{mode} plain gather (emulated) {list(grad_out.shape)} -> {list(shape[2:])}")
+
+
+@pytest.mark.exercise("gather-cuda")
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("half", HALF_TYPES, ids=HALF_IDS)
+def test_gather_plain_emulated_sums(emulated, half, mode):
+    for shape, size in SUM_SHAPES + ROUNDING_SHAPES:
+        grad_out = (torch.rand(shape[:2] + size) + 0.5).to(half)
+        assert_rounded(emulated_gather(emulated, grad_out, shape[2:], mode), ref_backward(grad_out, shape[2:], mode),
+                       what=f"{mode} plain gather (emulated) sums {list(grad_out.shape)} -> {list(shape[2:])}")
+
+
+@pytest.mark.exercise("gather-cuda")
+@pytest.mark.parametrize("mode", MODES)
+def test_gather_plain_emulated_scales(emulated, mode):
+    for in_hw, out_hw, scales in [((7, 9), (11, 15), (1.7, 1.75)), ((7, 9), (4, 20), (0.6, 2.3))]:
+        grad_out = torch.randn((2, 3) + out_hw, dtype=torch.float64)
+        check(emulated_gather(emulated, grad_out, in_hw, mode, *scales), ref_backward(grad_out, in_hw, mode, scales),
+              f"{mode} plain gather (emulated), {in_hw} -> {out_hw}, scales {scales}")
+
+
+@pytest.mark.exercise("gather-cuda")
+@pytest.mark.parametrize("mode, shape, size", NONFINITE_CASES, ids=NONFINITE_IDS)
+def test_gather_plain_emulated_nonfinite(emulated, shape, size, mode):
+    base = nonfinite_grad_out(*shape[:2], size, torch.float32).float()
+    ref = torch.ops.aten.upsample_bilinear2d_backward(base.double(), list(size), list(shape),
+                                                     mode == "align_corners", None, None)
+    got = emulated_gather(emulated, base, shape[2:], mode).double()
+    for name, mask in NONFINITE_MASKS:
+        wrong = (mask(got) != mask(ref)).nonzero().tolist()
+        assert not wrong, (f"{mode} plain gather (emulated) with NaN and inf in grad_out: {len(wrong)} elements where "
+                           f"{name} should{' not' if not mask(ref)[tuple(wrong[0])] else ''} be, first at (n, c, h, w) "
+                           f"= {tuple(wrong[0])} (a column or row of weight 0 still adds 0 * value: NaN from inf)")
+
+
+@pytest.mark.exercise("gather-cuda")
+def test_gather_plain_emulated_many_planes(emulated):
+    """70000 planes: more than a grid's 65535 blocks along z (the planes past them need a loop)."""
+    grad_out = torch.randn(1, 70000, 2, 3)
+    got = emulated.gather_plain(grad_out, [1, 2], 1, None, None, True, 0)
+    check(got, ref_backward(grad_out, (1, 2), "half_pixel"), "half_pixel plain gather (emulated), 70000 planes")
+
+
 @pytest.mark.cuda
 @pytest.mark.exercise("gather-cuda")
 @pytest.mark.parametrize("mode", MODES)

@@ -1,0 +1,19 @@
+// The GPU-free judge of chapter 02: the learner's trilinear_forward_cuda (its launch and
+// its kernel), run under emulation on guarded copies of the inputs.
+#include "bind_common.h"
+
+void trilinear_forward_cuda(const at::Tensor& feats, const at::Tensor& points, at::Tensor& out);
+
+at::Tensor forward(const at::Tensor& feats, const at::Tensor& points, bool at_end, int64_t seed) {
+  emu::st().rng.seed(static_cast<unsigned>(seed));
+  const at::Tensor f = emu::guarded_copy(feats, at_end, "feats");
+  const at::Tensor p = emu::guarded_copy(points, at_end, "points");
+  at::Tensor out = emu::guarded_empty({feats.size(0), feats.size(2)}, feats.options(), at_end, "out");
+  trilinear_forward_cuda(f, p, out);
+  emu::check_written(out, "out", "(n, f)");
+  return out.clone();
+}
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("forward", &forward, "trilinear forward, CUDA code emulated on the CPU");
+}

@@ -1,0 +1,28 @@
+// The GPU-free judge of chapter 03: the learner's vectorized kernel (and pack_size, which
+// decides when it runs), launched by the chapter's trilinear_forward_cuda, on guarded copies.
+#include "bind_common.h"
+#include "trilinear.h"
+
+void trilinear_forward_cuda(const at::Tensor& feats, const at::Tensor& points, at::Tensor& out, Mapping mapping);
+
+at::Tensor forward(const at::Tensor& feats, const at::Tensor& points, const std::string& mapping, bool at_end,
+                   int64_t seed) {
+  emu::st().rng.seed(static_cast<unsigned>(seed));
+  const at::Tensor f = emu::guarded_copy(feats, at_end, "feats");
+  const at::Tensor p = emu::guarded_copy(points, at_end, "points");
+  at::Tensor out = emu::guarded_empty({feats.size(0), feats.size(2)}, feats.options(), at_end, "out");
+  const Mapping m = mapping == "naive" ? Mapping::naive : mapping == "coalesced" ? Mapping::coalesced
+                                                                                   : Mapping::vectorized;
+  trilinear_forward_cuda(f, p, out, m);
+  emu::check_written(out, "out", "(n, f)");
+  return out.clone();
+}
+
+int64_t packs(int64_t F, int64_t element_size, int64_t feats_address, int64_t out_address) {
+  return pack_size(F, element_size, static_cast<uintptr_t>(feats_address), static_cast<uintptr_t>(out_address));
+}
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("forward", &forward, "trilinear forward, CUDA code emulated on the CPU");
+  m.def("pack_size", &packs, "the chapter's pack_size, as the emulated launch calls it");
+}

@@ -1,0 +1,28 @@
+// The GPU-free judge of chapter 06: the learner's plain gather (gather_plain.cu: its
+// launch and its kernel) and the chapter's plan kernel, run under emulation on a
+// guarded copy of grad_out.
+#include <torch/csrc/inductor/aoti_torch/utils.h>
+
+#include <cmath>
+
+#include "bind_common.h"
+
+void emu06_gather_plain(AtenTensorHandle grad_out, AtenTensorHandle grad_in, int64_t H_in, int64_t W_in, int64_t mode,
+                        double scale_h, double scale_w);
+
+at::Tensor gather_plain(const at::Tensor& grad_out, std::vector<int64_t> input_size, int64_t mode,
+                        std::optional<double> scale_h, std::optional<double> scale_w, bool at_end, int64_t seed) {
+  emu::st().rng.seed(static_cast<unsigned>(seed));
+  const at::Tensor g = emu::guarded_copy(grad_out, at_end, "grad_out");
+  at::Tensor grad_in = emu::guarded_empty({grad_out.size(0), grad_out.size(1), input_size[0], input_size[1]},
+                                          grad_out.options(), at_end, "grad_in");
+  emu06_gather_plain(torch::aot_inductor::new_tensor_handle(at::Tensor(g)),
+                     torch::aot_inductor::new_tensor_handle(at::Tensor(grad_in)), input_size[0], input_size[1], mode,
+                     scale_h.value_or(NAN), scale_w.value_or(NAN));
+  emu::check_written(grad_in, "grad_in", "(n, c, h, w)");
+  return grad_in.clone();
+}
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("gather_plain", &gather_plain, "the plain CUDA gather, emulated on the CPU");
+}

@@ -1,0 +1,54 @@
+#pragma once
+// The GPU-free judge's bindings: tensors in guard-paged memory, and the check that a
+// kernel wrote every output (cuda_emu.h).
+#include <torch/extension.h>
+
+#include <string>
+
+#include "cuda_emu.h"
+
+namespace emu {
+
+// A copy of t (contiguous) in a guarded buffer; at_end: it ends where the buffer ends.
+inline at::Tensor guarded_copy(const at::Tensor& t, bool at_end, const std::string& name) {
+  const at::Tensor c = t.contiguous();
+  void* p = guarded_alloc(static_cast<size_t>(c.numel()) * c.element_size(), c.element_size(), at_end, name);
+  at::Tensor g = torch::from_blob(p, c.sizes(), [](void* q) { guarded_free(q); }, c.options());
+  g.copy_(c);
+  return g;
+}
+
+// An uninitialised tensor in a guarded buffer, every byte 0xFF (the poison).
+inline at::Tensor guarded_empty(at::IntArrayRef sizes, const at::TensorOptions& options, bool at_end,
+                                const std::string& name) {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  const size_t elem = c10::elementSize(c10::typeMetaToScalarType(options.dtype()));
+  void* p = guarded_alloc(static_cast<size_t>(n) * elem, elem, at_end, name);
+  return torch::from_blob(p, sizes, [](void* q) { guarded_free(q); }, options);
+}
+
+// Throws when some element of out still holds the poison: no thread wrote it.
+inline void check_written(const at::Tensor& out, const std::string& name, const std::string& axes) {
+  long long first = -1, count = 0;
+  const long long n = out.numel();
+  switch (out.element_size()) {
+    case 8: count = unwritten(static_cast<const uint64_t*>(out.data_ptr()), n, &first); break;
+    case 4: count = unwritten(static_cast<const uint32_t*>(out.data_ptr()), n, &first); break;
+    default: count = unwritten(static_cast<const uint16_t*>(out.data_ptr()), n, &first); break;
+  }
+  if (count == 0) return;
+  std::string at = "(";
+  long long rest = first;
+  std::vector<long long> idx(out.dim());
+  for (int64_t d = out.dim() - 1; d >= 0; --d) {
+    idx[d] = rest % out.size(d);
+    rest /= out.size(d);
+  }
+  for (size_t d = 0; d < idx.size(); ++d) at += (d ? ", " : "") + std::to_string(idx[d]);
+  throw std::runtime_error("output never written: " + std::to_string(count) + " of " + std::to_string(n) +
+                           " elements of " + name + " hold no value from any thread, the first at " + axes + " = " +
+                           at + ")");
+}
+
+}  // namespace emu

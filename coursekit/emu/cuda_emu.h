@@ -1,0 +1,511 @@
+#pragma once
+// The GPU-free judge: CUDA's execution model, emulated on the CPU, for grading a
+// learner's kernel on a machine without a GPU (coursekit/emulate.py says how it is
+// built and used).
+//
+// What it does, so that the mistakes a GPU would punish are punished here too:
+//   - a kernel launch runs every block of the grid, one after the other; the threads
+//     of a block are fibers (ucontext) that take turns, each running until it
+//     reaches a barrier (__syncthreads, __syncwarp), a warp shuffle or vote, or its
+//     end. Between two such points the threads run in a shuffled order, so a
+//     missing barrier or a race on shared memory gives wrong results;
+//   - shuffles and votes exchange values between the lanes of a warp as the
+//     hardware does (width, out-of-range lanes keep their own value);
+//   - launch configurations are checked as the driver checks them (block size,
+//     grid limits), and a bad one is the error a GPU would report;
+//   - tensors the judge hands to a kernel live in guard-paged buffers (guarded_alloc):
+//     a read or write past either end stops being silent and names the kernel, the
+//     block, the thread and the offset. Outputs start poisoned (every byte 0xFF), so
+//     an element no thread wrote is found.
+// What it does not: speed, caches, coalescing, the real memory model's subtleties.
+// A GPU run adds those. Atomics are plain read-modify-writes (threads take turns
+// only at barriers and shuffles, so they cannot interleave).
+#include <setjmp.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __noinline__
+#define __launch_bounds__(...)
+#define __shared__ static
+#define __restrict__ __restrict
+
+struct uint3 {
+  unsigned x, y, z;
+};
+struct dim3 {
+  unsigned x, y, z;
+  constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+struct alignas(16) float4 { float x, y, z, w; };
+struct alignas(8) float2 { float x, y; };
+struct alignas(16) uint4 { unsigned x, y, z, w; };
+struct alignas(8) uint2 { unsigned x, y; };
+inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
+
+typedef void* cudaStream_t;
+typedef int cudaError_t;
+constexpr cudaError_t cudaSuccess = 0;
+inline cudaError_t cudaGetLastError() { return cudaSuccess; }
+inline const char* cudaGetErrorString(cudaError_t) { return "no error"; }
+constexpr int warpSize = 32;
+
+namespace emu {
+
+struct Fiber {
+  ucontext_t ctx;     // its first start only
+  jmp_buf jb;         // where it resumes: switches are _setjmp/_longjmp, no system call
+  bool started = false;
+  char* stack = nullptr;
+  uint3 tid{0, 0, 0};
+  int linear = 0;
+  bool done = false;
+  int waiting = 0;  // 0 runnable, 1 at __syncthreads, 2 at a warp operation
+  // a warp operation: what this lane gives, where it reads, what it gets
+  uint64_t give = 0, get = 0;
+  int src = 0, op = 0;
+};
+
+struct Fault {
+  bool set = false;
+  std::string what;
+};
+
+struct Guarded {
+  char* map;
+  size_t map_len;
+  char* data;
+  size_t nbytes, elem;
+  std::string name;
+};
+
+struct State {
+  dim3 grid, block;
+  uint3 bidx{0, 0, 0};
+  std::vector<Fiber> fibers;  // grows to the largest block seen; a block uses the first n
+  int n = 0;
+  Fiber* cur = nullptr;
+  ucontext_t sched;
+  jmp_buf sched_jb;
+  const std::function<void()>* body = nullptr;
+  std::string kernel;
+  std::mt19937 rng{12345};
+  std::vector<Guarded> buffers;
+  Fault fault;
+  bool handler = false;
+  sigjmp_buf escape;  // a fault outside every guarded buffer ends the launch here
+  bool armed = false;
+};
+
+inline State& st() {
+  static State s;
+  return s;
+}
+
+constexpr size_t kStack = 256 * 1024;
+
+inline std::string where() {
+  const State& s = st();
+  std::string w = "kernel " + s.kernel + ", block (" + std::to_string(s.bidx.x) + ", " + std::to_string(s.bidx.y) +
+                  ", " + std::to_string(s.bidx.z) + ")";
+  if (s.cur) {
+    w += ", thread (" + std::to_string(s.cur->tid.x) + ", " + std::to_string(s.cur->tid.y) + ", " +
+         std::to_string(s.cur->tid.z) + ")";
+  }
+  return w;
+}
+
+// SIGSEGV on a guard page: record what and where (the first fault only), open the page
+// and return, so the instruction completes and the launch can end cleanly; the launch
+// then reports the fault as an error.
+inline void on_segv(int sig, siginfo_t* info, void* uc) {
+  State& s = st();
+  char* a = static_cast<char*>(info->si_addr);
+  const long page = sysconf(_SC_PAGESIZE);
+  for (const Guarded& b : s.buffers) {
+    if (a >= b.map && a < b.map + b.map_len) {
+      if (!s.fault.set) {
+        bool write = false;
+#if defined(__x86_64__)
+        write = (static_cast<ucontext_t*>(uc)->uc_mcontext.gregs[REG_ERR] & 2) != 0;
+#endif
+        const long long off = static_cast<long long>((a - b.data) / static_cast<long long>(b.elem));
+        const long long n = static_cast<long long>(b.nbytes / b.elem);
+        s.fault.set = true;
+        s.fault.what = std::string(write ? "a write" : "a read") + " outside " + b.name + ": element " +
+                       std::to_string(off) + (off < 0 ? " (before its start)" : " (past its end: it has " +
+                       std::to_string(n) + ")") + ", in " + where();
+      }
+      char* p = reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(a) & ~static_cast<uintptr_t>(page - 1));
+      mprotect(p, page, PROT_READ | PROT_WRITE);
+      return;
+    }
+  }
+  if (s.armed && s.cur) {  // a wild address inside a kernel: end the launch with an error
+    s.fault.set = true;
+    s.fault.what = "an access at an address outside every tensor (a wild index: a value read past the end "
+                   "of a table, or computed from garbage?), in " + where();
+    siglongjmp(s.escape, 1);
+  }
+  signal(sig, SIG_DFL);  // not ours: crash as usual
+}
+
+inline void install_handler() {
+  State& s = st();
+  if (s.handler) return;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_sigaction = on_segv;
+  sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+  sigaction(SIGSEGV, &sa, nullptr);
+  sigaction(SIGBUS, &sa, nullptr);
+  s.handler = true;
+}
+
+// nbytes in pages of their own, between two inaccessible pages; at_end: the data ends
+// where the accessible pages end (a read one element past it faults), else it starts
+// where they start (a read one element before it faults). The bytes are poisoned (0xFF).
+inline void* guarded_alloc(size_t nbytes, size_t elem, bool at_end, const std::string& name) {
+  install_handler();
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t body = (std::max<size_t>(nbytes, 1) + page - 1) / page * page;
+  const size_t len = body + 2 * page;
+  void* m = mmap(nullptr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) throw std::runtime_error("emulator: out of memory");
+  char* map = static_cast<char*>(m);
+  mprotect(map + page, body, PROT_READ | PROT_WRITE);
+  char* data = at_end ? map + page + body - nbytes : map + page;
+  memset(map + page, 0xFF, body);
+  st().buffers.push_back({map, len, data, nbytes, elem, name});
+  return data;
+}
+
+inline void guarded_free(void* data) {
+  auto& v = st().buffers;
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    if (it->data == data) {
+      munmap(it->map, it->map_len);
+      v.erase(it);
+      return;
+    }
+  }
+}
+
+inline Fiber& self() { return *st().cur; }
+
+inline void yield() {
+  State& s = st();
+  if (!_setjmp(s.cur->jb)) _longjmp(s.sched_jb, 1);
+}
+
+// A fiber runs threads one after the other: when its thread is done it waits, and the
+// scheduler hands it the next (the same stack, no new context).
+inline void trampoline() {
+  for (;;) {
+    State& s = st();
+    (*s.body)();
+    s.cur->done = true;
+    yield();
+  }
+}
+
+// Run fiber f until it yields or its thread ends.
+inline void resume(Fiber& f) {
+  State& s = st();
+  s.cur = &f;
+  if (!_setjmp(s.sched_jb)) {
+    if (!f.started) {
+      f.started = true;
+      getcontext(&f.ctx);
+      f.ctx.uc_stack.ss_sp = f.stack;
+      f.ctx.uc_stack.ss_size = kStack;
+      f.ctx.uc_link = nullptr;
+      makecontext(&f.ctx, trampoline, 0);
+      swapcontext(&s.sched, &f.ctx);  // never returns here: the fiber comes back by _longjmp
+    } else {
+      _longjmp(f.jb, 1);
+    }
+  }
+  s.cur = nullptr;
+}
+
+inline void syncthreads() {
+  self().waiting = 1;
+  yield();
+}
+
+// Warp operations: op 1 shuffle, 2 ballot, 3 syncwarp. src < 0: keep your own value.
+inline uint64_t warp_op(int op, uint64_t give, int src) {
+  Fiber& f = self();
+  f.waiting = 2;
+  f.op = op;
+  f.give = give;
+  f.src = src;
+  yield();
+  return f.get;
+}
+
+inline int lane() { return self().linear % 32; }
+
+template <typename T>
+inline uint64_t to_bits(T v) {
+  uint64_t b = 0;
+  static_assert(sizeof(T) <= 8, "a shuffle moves at most 8 bytes");
+  memcpy(&b, &v, sizeof(T));
+  return b;
+}
+template <typename T>
+inline T from_bits(uint64_t b) {
+  T v;
+  memcpy(&v, &b, sizeof(T));
+  return v;
+}
+
+// Resolve the warps whose live lanes all wait at a warp operation, and the block
+// barrier when every live thread waits there. False: nothing could move.
+inline bool release() {
+  State& s = st();
+  bool moved = false;
+  const int n = s.n;
+  for (int w0 = 0; w0 < n; w0 += 32) {
+    const int w1 = std::min(n, w0 + 32);
+    bool all = true, any = false;
+    for (int i = w0; i < w1; ++i) {
+      if (s.fibers[i].done) continue;
+      any = true;
+      all = all && s.fibers[i].waiting == 2;
+    }
+    if (!any || !all) continue;
+    uint64_t ballot = 0;
+    for (int i = w0; i < w1; ++i) {
+      const Fiber& f = s.fibers[i];
+      if (!f.done && f.op == 2 && f.give) ballot |= uint64_t(1) << (i - w0);
+    }
+    for (int i = w0; i < w1; ++i) {
+      Fiber& f = s.fibers[i];
+      if (f.done) continue;
+      if (f.op == 1) {
+        const int j = f.src < 0 ? i : w0 + f.src;
+        // a lane that has exited gives garbage, as on a GPU: all bits set
+        f.get = j < w1 && !s.fibers[j].done ? s.fibers[j].give : ~uint64_t(0);
+      } else if (f.op == 2) {
+        f.get = ballot;
+      }
+      f.waiting = 0;
+      moved = true;
+    }
+  }
+  if (moved) return true;
+  bool all = true, any = false;
+  for (int i = 0; i < n; ++i) {
+    const Fiber& f = s.fibers[i];
+    if (f.done) continue;
+    any = true;
+    all = all && f.waiting == 1;
+  }
+  if (any && all) {
+    for (int i = 0; i < n; ++i) s.fibers[i].waiting = 0;
+    return true;
+  }
+  return false;
+}
+
+struct Config {
+  dim3 grid, block;
+};
+
+template <typename G, typename B, typename... Rest>
+inline Config config(G grid, B block, Rest...) {
+  return {dim3(grid), dim3(block)};
+}
+
+inline void check_config(const Config& c, const std::string& kernel) {
+  const unsigned long long threads = 1ULL * c.block.x * c.block.y * c.block.z;
+  std::string bad;
+  if (threads == 0 || c.grid.x == 0 || c.grid.y == 0 || c.grid.z == 0) bad = "a grid or block dimension is 0";
+  else if (threads > 1024) bad = "a block of " + std::to_string(threads) + " threads (at most 1024)";
+  else if (c.block.x > 1024 || c.block.y > 1024 || c.block.z > 64) bad = "block dimensions past (1024, 1024, 64)";
+  else if (c.grid.y > 65535 || c.grid.z > 65535) bad = "gridDim.y or gridDim.z past 65535";
+  else if (c.grid.x > 2147483647u) bad = "gridDim.x past 2^31 - 1";
+  if (!bad.empty()) {
+    throw std::runtime_error("CUDA error: invalid configuration argument (launch of " + kernel + " with grid (" +
+                             std::to_string(c.grid.x) + ", " + std::to_string(c.grid.y) + ", " +
+                             std::to_string(c.grid.z) + "), block (" + std::to_string(c.block.x) + ", " +
+                             std::to_string(c.block.y) + ", " + std::to_string(c.block.z) + "): " + bad + ")");
+  }
+}
+
+// Runs body() as every thread of every block of the launch.
+inline void launch(const char* kernel, const Config& c, const std::function<void()>& body) {
+  struct Disarm {
+    ~Disarm() { st().armed = false; }
+  } disarm;
+  State& s = st();
+  check_config(c, kernel);
+  s.kernel = kernel;
+  s.grid = c.grid;
+  s.block = c.block;
+  s.body = &body;
+  const int n = static_cast<int>(c.block.x * c.block.y * c.block.z);
+  if (static_cast<int>(s.fibers.size()) < n) s.fibers.resize(n);  // (moving a parked fiber's jmp_buf is safe)
+  s.n = n;
+  for (Fiber& f : s.fibers) {
+    if (!f.stack) f.stack = static_cast<char*>(malloc(kStack));
+  }
+  // A launch that ended in an error left threads in the middle of its kernel: start afresh.
+  struct Restart {
+    bool clean = false;
+    ~Restart() {
+      if (!clean) for (Fiber& f : st().fibers) f.started = false;
+    }
+  } restart;
+  std::vector<int> order(n);
+  if (sigsetjmp(s.escape, 1)) {
+    s.armed = false;
+    s.cur = nullptr;
+    const std::string what = s.fault.what;
+    s.fault = Fault{};
+    throw std::runtime_error("invalid memory access: " + what);
+  }
+  s.armed = true;
+  for (unsigned bz = 0; bz < c.grid.z; ++bz) {
+    for (unsigned by = 0; by < c.grid.y; ++by) {
+      for (unsigned bx = 0; bx < c.grid.x; ++bx) {
+        s.bidx = {bx, by, bz};
+        for (int i = 0; i < n; ++i) {
+          Fiber& f = s.fibers[i];
+          f.linear = i;
+          f.tid = {static_cast<unsigned>(i % c.block.x), static_cast<unsigned>(i / c.block.x % c.block.y),
+                   static_cast<unsigned>(i / (c.block.x * c.block.y))};
+          f.done = false;
+          f.waiting = 0;
+        }
+        for (;;) {
+          for (int i = 0; i < n; ++i) order[i] = i;
+          std::shuffle(order.begin(), order.end(), s.rng);
+          bool ran = false;
+          for (int i : order) {
+            Fiber& f = s.fibers[i];
+            if (f.done || f.waiting) continue;
+            resume(f);
+            ran = true;
+          }
+          if (ran) continue;
+          bool left = false;
+          for (int i = 0; i < n; ++i) left = left || !s.fibers[i].done;
+          if (!left) break;
+          if (!release()) {
+            s.armed = false;
+            throw std::runtime_error("deadlock in " + std::string(kernel) + ", block (" + std::to_string(bx) + ", " +
+                                     std::to_string(by) + ", " + std::to_string(bz) + "): some threads wait at "
+                                     "__syncthreads() or a warp operation that others never reach (a barrier "
+                                     "inside a branch, or after a return?)");
+          }
+        }
+        if (s.fault.set) {
+          const std::string what = s.fault.what;
+          s.fault = Fault{};
+          s.armed = false;
+          throw std::runtime_error("out-of-bounds access: " + what);
+        }
+      }
+    }
+  }
+  restart.clean = true;
+}
+
+// The number of elements of [data, data + n) still holding the poison (never written),
+// and the index of the first.
+template <typename T>
+inline long long unwritten(const T* data, long long n, long long* first) {
+  long long count = 0;
+  *first = -1;
+  const unsigned char* b = reinterpret_cast<const unsigned char*>(data);
+  for (long long i = 0; i < n; ++i) {
+    bool all = true;
+    for (size_t k = 0; k < sizeof(T) && all; ++k) all = b[i * sizeof(T) + k] == 0xFF;
+    if (all) {
+      if (*first < 0) *first = i;
+      ++count;
+    }
+  }
+  return count;
+}
+
+}  // namespace emu
+
+#define threadIdx (::emu::st().cur->tid)
+#define blockIdx (::emu::st().bidx)
+#define blockDim (::emu::st().block)
+#define gridDim (::emu::st().grid)
+
+inline void __syncthreads() { ::emu::syncthreads(); }
+inline void __syncwarp(unsigned = 0xffffffffu) { ::emu::warp_op(3, 0, -1); }
+
+template <typename T>
+inline T __shfl_sync(unsigned, T v, int src, int width = 32) {
+  const int lane = ::emu::lane(), base = lane / width * width;
+  return ::emu::from_bits<T>(::emu::warp_op(1, ::emu::to_bits(v), base + ((src % width) + width) % width));
+}
+template <typename T>
+inline T __shfl_up_sync(unsigned, T v, unsigned delta, int width = 32) {
+  const int lane = ::emu::lane(), base = lane / width * width;
+  const int j = lane - static_cast<int>(delta);
+  return ::emu::from_bits<T>(::emu::warp_op(1, ::emu::to_bits(v), j >= base ? j : -1));
+}
+template <typename T>
+inline T __shfl_down_sync(unsigned, T v, unsigned delta, int width = 32) {
+  const int lane = ::emu::lane(), base = lane / width * width;
+  const int j = lane + static_cast<int>(delta);
+  return ::emu::from_bits<T>(::emu::warp_op(1, ::emu::to_bits(v), j < base + width ? j : -1));
+}
+template <typename T>
+inline T __shfl_xor_sync(unsigned, T v, int mask, int width = 32) {
+  const int lane = ::emu::lane(), base = lane / width * width;
+  const int j = lane ^ mask;
+  return ::emu::from_bits<T>(::emu::warp_op(1, ::emu::to_bits(v), j >= base && j < base + width ? j : -1));
+}
+inline unsigned __ballot_sync(unsigned, int pred) {
+  return static_cast<unsigned>(::emu::warp_op(2, pred ? 1 : 0, -1));
+}
+inline int __any_sync(unsigned m, int pred) { return __ballot_sync(m, pred) != 0; }
+inline int __all_sync(unsigned m, int pred) {
+  (void)m;
+  const unsigned b = __ballot_sync(0xffffffffu, pred);
+  unsigned live = 0;
+  auto& s = ::emu::st();
+  const int w0 = s.cur->linear / 32 * 32;
+  for (int i = w0; i < std::min<int>(w0 + 32, s.n); ++i) {
+    if (!s.fibers[i].done) live |= 1u << (i - w0);
+  }
+  return (b & live) == live;
+}
+
+template <typename T, typename U>
+inline T atomicAdd(T* p, U v) {
+  const T old = *p;
+  *p = static_cast<T>(old + v);
+  return old;
+}
+
+template <typename T>
+inline T __ldg(const T* p) { return *p; }
+template <typename T>
+inline void __stcs(T* p, T v) { *p = v; }

@@ -1,0 +1,160 @@
+"""The GPU-free judge: a chapter's CUDA code, compiled for the CPU and run under emulation.
+
+Without a GPU, a CUDA exercise would only be compiled. Here its kernel and launch code run
+on the CPU, thread by thread (emu/cuda_emu.h: fibers that switch at barriers and shuffles,
+in a shuffled order; guard-paged tensors; poisoned outputs; the driver's launch limits), so
+the exercise's emulated tests give a verdict: correct results, no read or write outside a
+tensor, every output written, a valid launch. What a GPU adds: speed, and the real memory
+system.
+
+How: each .cu/.cuh/.h of the chapter's csrc/ (the learner's composite, when grading) is
+copied with three changes, and nothing else: CUDA and c10-CUDA includes point at the
+emulation headers; emu/cuda_emu_late.h is included after the file's own includes (a
+`#line` keeps compiler messages on the learner's line numbers); and each launch
+`kernel<<<grid, block, ...>>>(args)` becomes `::emu::launch("kernel", ::emu::config(grid,
+block, ...), [&] { kernel(args); })`. The copies and a small binding per chapter
+(emu/bind_NN.cpp) are compiled with the host compiler into an extension of their own,
+at -O0: every load the learner wrote stays a load (an optimiser would drop a load whose
+value is never used, and with it the out-of-bounds read a GPU build may keep).
+
+    from coursekit import emulate
+    mod = emulate.build("02", source_folder)   # None: the chapter itself
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+from types import ModuleType
+
+from . import ROOT, chapters
+
+EMU = Path(__file__).resolve().parent / "emu"
+BUILD = ROOT / ".build" / "emu"
+INCLUDES = {
+    "<cuda_runtime.h>": '"cuda_emu.h"',
+    "<cuda.h>": '"cuda_emu.h"',
+    "<c10/cuda/CUDAGuard.h>": '"cuda_emu_c10.h"',
+    "<c10/cuda/CUDAStream.h>": '"cuda_emu_c10.h"',
+    "<c10/cuda/CUDAException.h>": '"cuda_emu_c10.h"',
+}
+# What each chapter's judge compiles: its CUDA files that hold the exercise (and what they
+# call), and its binding.
+SPECS = {
+    "02": {"sources": ["trilinear_cuda.cu"], "bindings": ["bind_02.cpp"]},
+    "03": {"sources": ["trilinear_cuda.cu", "trilinear.cpp", "trilinear_cpu.cpp"], "bindings": ["bind_03.cpp"]},
+    "04": {"sources": ["trilinear_cuda.cu"], "bindings": ["bind_04.cpp"]},
+    "06": {"sources": ["gather_plain.cu", "plan.cu"], "bindings": ["bind_06.cpp", "bind_06_kernels.cpp"]},
+}
+
+
+def _match_back(text: str, end: int, open_ch: str, close_ch: str) -> int:
+    """Index of the `open_ch` that matches the `close_ch` at text[end]."""
+    depth = 0
+    for i in range(end, -1, -1):
+        if text[i] == close_ch:
+            depth += 1
+        elif text[i] == open_ch:
+            depth -= 1
+            if depth == 0:
+                return i
+    raise ValueError("unbalanced")
+
+
+def _match_forward(text: str, start: int, open_ch: str, close_ch: str) -> int:
+    depth = 0
+    for i in range(start, len(text)):
+        if text[i] == open_ch:
+            depth += 1
+        elif text[i] == close_ch:
+            depth -= 1
+            if depth == 0:
+                return i
+    raise ValueError("unbalanced")
+
+
+def rewrite_launches(text: str) -> str:
+    """kernel<<<cfg>>>(args) -> ::emu::launch("kernel", ::emu::config(cfg), [&]() { kernel(args); })."""
+    out = text
+    start = 0
+    while True:
+        at = out.find("<<<", start)
+        if at < 0:
+            return out
+        if "//" in out[out.rfind("\n", 0, at) + 1:at]:  # in a comment
+            start = at + 3
+            continue
+        # the callee: an identifier (with ::) and template arguments, just before <<<
+        j = at - 1
+        while j >= 0 and out[j].isspace():
+            j -= 1
+        if out[j] == ">":
+            j = _match_back(out, j, "<", ">") - 1
+        k = j
+        while k >= 0 and (out[k].isalnum() or out[k] in "_:"):
+            k -= 1
+        callee = out[k + 1:at].rstrip()
+        close = out.find(">>>", at)
+        cfg = out[at + 3:close]
+        p = close + 3
+        while out[p].isspace():
+            p += 1
+        assert out[p] == "(", "a launch's arguments follow >>>"
+        q = _match_forward(out, p, "(", ")")
+        args = out[p + 1:q]
+        name = " ".join(callee.split())
+        new = f'::emu::launch("{name}", ::emu::config({cfg}), [&]() {{ {callee}({args}); }})'
+        out = out[:k + 1] + new + out[q + 1:]
+        start = k + 1 + len(new)
+
+
+def transform(text: str, path: str) -> str:
+    """A CUDA source as the emulator compiles it (see the module's docstring)."""
+    lines = text.splitlines(keepends=True)
+    last = -1
+    for i, line in enumerate(lines):
+        m = re.match(r"\s*#\s*include\s*(<[^>]+>|\"[^\"]+\")", line)
+        if m:
+            last = i
+            if m.group(1) in INCLUDES:
+                lines[i] = f"#include {INCLUDES[m.group(1)]}\n"
+    if last >= 0:
+        lines.insert(last + 1, f'#include "cuda_emu_late.h"\n#line {last + 2} "{path}"\n')
+    return rewrite_launches("".join(lines))
+
+
+def build(number: str, source: str | Path | None = None) -> ModuleType:
+    """The emulated judge module of chapter `number`, built from `source` (default: the chapter)."""
+    import logging
+
+    logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)  # "No CUDA runtime is found"
+    import torch.utils.cpp_extension as cpp
+
+    chapter = chapters.find(number)
+    spec = SPECS[chapter.number]
+    src = Path(source or chapter.path).resolve() / "csrc"
+    files = {}
+    for f in sorted(src.iterdir()):
+        if f.suffix in (".cu", ".cuh", ".h"):
+            files[f.name] = transform(f.read_text(), str(f))
+        elif f.name in spec["sources"]:
+            files[f.name] = f.read_text()
+    digest = hashlib.sha1()
+    for name, text in sorted(files.items()):
+        digest.update(name.encode() + text.encode())
+    for f in sorted(EMU.iterdir()):
+        digest.update(f.name.encode() + f.read_bytes())
+    tag = digest.hexdigest()[:10]
+    out = BUILD / f"{chapter.number}-{tag}"
+    staged = out / "src"
+    staged.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        target = staged / (name[:-3] + ".cpp" if name.endswith(".cu") else name)
+        if not target.exists() or target.read_text() != text:
+            target.write_text(text)
+    sources = [str(staged / (s[:-3] + ".cpp" if s.endswith(".cu") else s)) for s in spec["sources"]]
+    sources += [str(EMU / b) for b in spec["bindings"]]
+    return cpp.load(name=f"emu{chapter.number}_{tag}", sources=sources, build_directory=str(out),
+                    extra_include_paths=[str(staged), str(EMU)],
+                    extra_cflags=["-O0", "-DCOURSE_EMULATE", "-Wno-unused-variable"], verbose=False)
