@@ -4,6 +4,8 @@
     python 06_upsample/ladder.py --readme        # regenerate the tables (README.md, SPEED.md) and
                                                  # notebooks/figures/06_ladder.png from that file
     python 06_upsample/ladder.py --quick --out /tmp/l.json   # small sizes: checks the pipeline
+    python 06_upsample/ladder.py --emulated      # no GPU: every rung validated on the CPU, through
+                                                 # the GPU-free judge (coursekit/emulate.py)
 
 Each rung is a kernel of the dispatch table (csrc/dispatch.cu), run by name through
 torch.ops.ch06._upsample_bilinear2d_rung / _backward_rung on every case it applies to, checked
@@ -184,13 +186,51 @@ def write_outputs(doc: dict) -> None:
     plot(doc, HERE.parent / "notebooks" / "figures" / "06_ladder.png")
 
 
+def check_emulated() -> int:
+    """Without a GPU: every rung through the GPU-free judge (coursekit/emulate.py), validated only."""
+    sys.path.insert(0, str(HERE.parent / "tests"))
+    from coursekit import emulate
+    import test_06_upsample as t06  # the reference and the cases of the tests
+
+    module = emulate.build("06-ladder")
+    modes = {"align_corners": 0, "half_pixel": 1, "tf_legacy": 2}
+    failures = 0
+    for line in module.kernel_table().splitlines():
+        name, direction = line.split("|")[:2]
+        ran = bad = 0
+        for shape, size in t06.RUNG_CASES:
+            for layout in (torch.contiguous_format, torch.channels_last):
+                for dtype in (torch.float32, torch.bfloat16):
+                    forward = direction == "forward"
+                    x = torch.randn(shape if forward else shape[:2] + size, dtype=dtype).contiguous(memory_format=layout)
+                    target = size if forward else shape[2:]
+                    try:
+                        got = module.run(x, list(target), modes["half_pixel"], forward,
+                                         "scatter" if name.startswith("scatter") else "gather", name, False, 1)
+                    except RuntimeError as e:
+                        if "does not apply" in str(e):
+                            continue
+                        raise
+                    ref = t06.ref_forward(x, size, "half_pixel") if forward else t06.ref_backward(x, shape[2:], "half_pixel")
+                    err = rel_error(got, ref)
+                    bad += err > TOLERANCE[dtype]
+                    ran += 1
+        failures += bad + (ran == 0)
+        print(f"{direction:>8} {name:>22}: {ran} cases, {bad} off the reference (emulated on the CPU)")
+    return 1 if failures else 0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small sizes: checks the pipeline, not the speed")
     parser.add_argument("--out", type=Path, default=HERE.parent / "results" / "06_upsample_ladder.json")
     parser.add_argument("--readme", action="store_true",
                         help="only regenerate the tables (README.md, SPEED.md) and the plot from --out")
+    parser.add_argument("--emulated", action="store_true",
+                        help="no GPU: validate every rung on the CPU through the GPU-free judge (no timings)")
     args = parser.parse_args()
+    if args.emulated:
+        sys.exit(check_emulated())
     if not args.readme:
         if not torch.cuda.is_available():
             sys.exit("the ladder's rungs are CUDA kernels: run it on a GPU (the tests validate them there too)")

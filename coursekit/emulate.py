@@ -39,6 +39,8 @@ INCLUDES = {
     "<c10/cuda/CUDAStream.h>": '"cuda_emu_c10.h"',
     "<c10/cuda/CUDAException.h>": '"cuda_emu_c10.h"',
 }
+# Names in a chapter's CUDA files that mean the GPU: the emulation's stand-ins (cuda_emu.h).
+RENAMES = {"__CUDA_ARCH__": "COURSE_EMU_CUDA_ARCH", "torch::stable::accelerator::DeviceGuard": "::emu::DeviceGuard"}
 # What each chapter's judge compiles: its CUDA files that hold the exercise (and what they
 # call), and its binding.
 SPECS = {
@@ -46,6 +48,8 @@ SPECS = {
     "03": {"sources": ["trilinear_cuda.cu", "trilinear.cpp", "trilinear_cpu.cpp"], "bindings": ["bind_03.cpp"]},
     "04": {"sources": ["trilinear_cuda.cu"], "bindings": ["bind_04.cpp"]},
     "06": {"sources": ["gather_plain.cu", "plan.cu"], "bindings": ["bind_06.cpp", "bind_06_kernels.cpp"]},
+    # every kernel of chapter 06's ladder, through its dispatch (06_upsample/ladder.py --emulated)
+    "06-ladder": {"sources": ["*.cu"], "bindings": ["bind_06_ladder.cpp", "bind_06_ladder_kernels.cpp"]},
 }
 
 
@@ -121,18 +125,22 @@ def transform(text: str, path: str) -> str:
                 lines[i] = f"#include {INCLUDES[m.group(1)]}\n"
     if last >= 0:
         lines.insert(last + 1, f'#include "cuda_emu_late.h"\n#line {last + 2} "{path}"\n')
-    return rewrite_launches("".join(lines))
+    text = "".join(lines)
+    for old, new in RENAMES.items():
+        text = text.replace(old, new)
+    return rewrite_launches(text)
 
 
 def build(number: str, source: str | Path | None = None) -> ModuleType:
-    """The emulated judge module of chapter `number`, built from `source` (default: the chapter)."""
+    """The emulated judge module `number` (a key of SPECS: a chapter, or "06-ladder"), built from
+    `source` (default: the chapter)."""
     import logging
 
     logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)  # "No CUDA runtime is found"
     import torch.utils.cpp_extension as cpp
 
-    chapter = chapters.find(number)
-    spec = SPECS[chapter.number]
+    spec = SPECS[number]
+    chapter = chapters.find(number.split("-")[0])
     src = Path(source or chapter.path).resolve() / "csrc"
     files = {}
     for f in sorted(src.iterdir()):
@@ -140,13 +148,15 @@ def build(number: str, source: str | Path | None = None) -> ModuleType:
             files[f.name] = transform(f.read_text(), str(f))
         elif f.name in spec["sources"]:
             files[f.name] = f.read_text()
+    if spec["sources"] == ["*.cu"]:
+        spec = dict(spec, sources=sorted(name for name in files if name.endswith(".cu")))
     digest = hashlib.sha1()
     for name, text in sorted(files.items()):
         digest.update(name.encode() + text.encode())
     for f in sorted(EMU.iterdir()):
         digest.update(f.name.encode() + f.read_bytes())
     tag = digest.hexdigest()[:10]
-    out = BUILD / f"{chapter.number}-{tag}"
+    out = BUILD / f"{number}-{tag}"
     staged = out / "src"
     staged.mkdir(parents=True, exist_ok=True)
     for name, text in files.items():
@@ -155,6 +165,6 @@ def build(number: str, source: str | Path | None = None) -> ModuleType:
             target.write_text(text)
     sources = [str(staged / (s[:-3] + ".cpp" if s.endswith(".cu") else s)) for s in spec["sources"]]
     sources += [str(EMU / b) for b in spec["bindings"]]
-    return cpp.load(name=f"emu{chapter.number}_{tag}", sources=sources, build_directory=str(out),
+    return cpp.load(name=f"emu{number.replace('-', '_')}_{tag}", sources=sources, build_directory=str(out),
                     extra_include_paths=[str(staged), str(EMU)],
                     extra_cflags=["-O0", "-DCOURSE_EMULATE", "-Wno-unused-variable"], verbose=False)

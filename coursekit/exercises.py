@@ -77,6 +77,7 @@ class Variant:
     new: str
     cuda_only: bool = False  # the change only touches code that runs on a GPU
     correct: bool = False  # a different but correct solution: every exercise must PASS
+    gpu_only: bool = False  # only a GPU run can catch it (the GPU-free judge cannot: e.g. > 2^31 elements)
 
 
 def source_files(src: Path) -> list[Path]:

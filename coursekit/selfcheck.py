@@ -133,7 +133,7 @@ def main(argv: list[str]) -> int:
     for v in variants(chapter):
         if wanted and v.name not in wanted:
             continue
-        if v.cuda_only and not GPU and not emulated(chapter, v):
+        if v.cuda_only and not GPU and (v.gpu_only or not emulated(chapter, v)):
             print(f"{v.name}: skipped (changes CUDA code only; needs a GPU)")
             continue
         found = check_variant(chapter, v)

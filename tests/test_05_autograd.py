@@ -876,9 +876,10 @@ def test_autocast_kernels_registered(ext):
     ("low", "low", "low"),  # both low: stays low, no copies
     ("float32", "float32", "float32"),  # float32 inputs are not lowered
 ])
-def test_op_under_autocast(ext, device, feats_type, points_type, runs_in):
+def test_op_under_autocast(op, device, feats_type, points_type, runs_in):
     """Inside torch.autocast the op runs in the widest of its inputs' types (PyTorch's "promote" policy), and the
-    gradients come back in each input's own dtype."""
+    gradients come back in each input's own dtype. (`op` loads trilinear_op.py, which registers the op's autograd
+    formula: run alone, as under pytest -n, the test must load it itself.)"""
     low = AUTOCAST_LOW[device]
     dtypes = {"low": low, "float32": torch.float32}
     feats, _ = inputs(40, 67, device, dtypes[feats_type])

@@ -186,3 +186,15 @@ def test_cuda_syntax_error_without_gpu_is_reported(tmp_path):
     (verdict,) = grading.grade(chapter, ws, only=[name], compile_cuda=True)
     assert verdict.status == "NOT YET" and "compile" in verdict.summary, verdict
     assert any(rel in ln and "error" in ln for ln in verdict.message), verdict.message
+
+
+def test_first_message_is_wrapped_not_cut():
+    """A long first message (the GPU-free judge's name the kernel, block, thread and element) reaches the
+    learner whole: wrapped over lines of at most 110 characters, every word kept, in order."""
+    message = ("RuntimeError: out-of-bounds access: a read outside points: element 21 (past its end: it has 21), "
+               "in kernel forward_cuda_kernel<scalar_t>, block (0, 0, 0), thread (16, 7, 0); " * 2).strip()
+    lines = grading._message_lines(message + "\nassert False\n+  where False = f()")
+    assert all(len(line) <= 110 for line in lines), lines
+    assert " ".join(" ".join(lines).split()) == " ".join(message.split()), lines
+    many = grading._message_lines("\n".join(f"line {i}" for i in range(40)))
+    assert len(many) == 12 and "-v" in many[-1], many

@@ -66,8 +66,16 @@ constexpr cudaError_t cudaSuccess = 0;
 inline cudaError_t cudaGetLastError() { return cudaSuccess; }
 inline const char* cudaGetErrorString(cudaError_t) { return "no error"; }
 constexpr int warpSize = 32;
+// The chapter's `__CUDA_ARCH__` tests read this (coursekit/emulate.py renames them): the judge
+// takes the code paths of a GPU without cp.async (compute capability 7.5).
+#define COURSE_EMU_CUDA_ARCH 750
 
 namespace emu {
+
+// The stable ABI's device guard, on the CPU: nothing to switch.
+struct DeviceGuard {
+  explicit DeviceGuard(int32_t) {}
+};
 
 struct Fiber {
   ucontext_t ctx;     // its first start only

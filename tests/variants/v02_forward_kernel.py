@@ -100,7 +100,8 @@ VARIANTS = [
             "static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.y", cuda_only=True),
     Variant("int32-offsets", "feats[n] located with a 32-bit offset", CU,
             "const scalar_t* f_n = feats + n * 8 * F;  // 64-bit offsets",
-            "const int offset = n * 8 * F;\n  const scalar_t* f_n = feats + offset;  // 32-bit offsets", cuda_only=True),
+            "const int offset = n * 8 * F;\n  const scalar_t* f_n = feats + offset;  // 32-bit offsets", cuda_only=True,
+            gpu_only=True),  # more than 2^31 elements: too large for the GPU-free judge
     Variant("cuda-accumulate-in-storage-type", "the sum over k in scalar_t", CU,
             "opmath_t acc = 0;", "scalar_t acc = 0;", cuda_only=True),
     Variant("cuda-weights-in-storage-type", "the eight weights stored in scalar_t", CU,
@@ -181,4 +182,47 @@ VARIANTS += [
     Variant("cpu-weights-from-first-cube", "the weights computed once, from cube 0's point, before the loop over n",
             CPU, "      opmath_t weight[8];\n      for (int k = 0; k < 8; ++k) {\n        weight[k] = corner_weight<opmath_t>(k, u, v, w);\n      }",
             "      static thread_local opmath_t weight[8];\n      if (n == begin) for (int k = 0; k < 8; ++k) {\n        weight[k] = corner_weight<opmath_t>(k, u, v, w);\n      }"),
+]
+
+# Found by a red-team round of the GPU-free judge (coursekit/emulate.py): mistakes in the exercise
+# cuda-kernel, and two correct solutions written otherwise.
+VARIANTS += [
+    Variant("cuda-points-read-before-bounds-check", "reads the cube's point (u, v, w) before `if (n >= N) return`: "
+            "the rows of threads past the last cube read past the end of points", CU,
+            "  if (n >= N) {\n    return;  // the last block may have more rows of threads than cubes are left\n  }\n"
+            "  // The point is the same for every f: all threads of the row read the same\n"
+            "  // three values, which the hardware serves with one broadcast.\n"
+            "  const opmath_t u = to_unit<opmath_t>(points[3 * n + 0]);\n"
+            "  const opmath_t v = to_unit<opmath_t>(points[3 * n + 1]);\n"
+            "  const opmath_t w = to_unit<opmath_t>(points[3 * n + 2]);\n",
+            "  const opmath_t u = to_unit<opmath_t>(points[3 * n + 0]);\n"
+            "  const opmath_t v = to_unit<opmath_t>(points[3 * n + 1]);\n"
+            "  const opmath_t w = to_unit<opmath_t>(points[3 * n + 2]);\n"
+            "  if (n >= N) {\n    return;  // the last block may have more rows of threads than cubes are left\n  }\n",
+            cuda_only=True),
+    Variant("cuda-acc-outside-f-loop", "declares the accumulator once, before the loop over f: a thread's second f "
+            "(F wider than the block) starts from the first one's sum", CU,
+            "  for (int64_t f = threadIdx.x; f < F; f += blockDim.x) {\n    opmath_t acc = 0;\n",
+            "  opmath_t acc = 0;\n  for (int64_t f = threadIdx.x; f < F; f += blockDim.x) {\n", cuda_only=True),
+    Variant("cuda-f-grid-stride", "steps over f by blockDim.x * gridDim.x (the textbook grid-stride loop): with "
+            "more than one block and F wider than the block, features are skipped", CU,
+            "for (int64_t f = threadIdx.x; f < F; f += blockDim.x) {",
+            "for (int64_t f = threadIdx.x; f < F; f += blockDim.x * gridDim.x) {", cuda_only=True),
+    Variant("launch-tx-uncapped", "rounds F up to a multiple of 32 but forgets the cap at 256: for F > 256, "
+            "ty = 256 / tx is 0, an invalid launch", CU,
+            "const int tx = static_cast<int>(std::min<int64_t>(256, (F + 31) / 32 * 32));",
+            "const int tx = static_cast<int>((F + 31) / 32 * 32);", cuda_only=True),
+    Variant("launch-blocks-one-cube-per-thread", "counts the blocks as if each thread took one cube, "
+            "ceil(N / 256): a block takes only ty cubes, so the last cubes get no block", CU,
+            "const int64_t blocks = (N + ty - 1) / ty;", "const int64_t blocks = (N + 255) / 256;", cuda_only=True),
+    Variant("launch-cap-before-rounding", "caps F at 256 first, then rounds up to a warp: the same tx, "
+            "since 256 is a multiple of 32", CU,
+            "const int tx = static_cast<int>(std::min<int64_t>(256, (F + 31) / 32 * 32));",
+            "const int tx = static_cast<int>((std::min<int64_t>(F, 256) + 31) / 32 * 32);",
+            cuda_only=True, correct=True),
+    Variant("cuda-weights-per-feature", "computes corner_weight inside the loop over f instead of once per cube: "
+            "slower, the same weights and the same bits", CU,
+            "acc += weight[k] * static_cast<opmath_t>(f_n[k * F + f]);",
+            "acc += corner_weight<opmath_t>(k, u, v, w) * static_cast<opmath_t>(f_n[k * F + f]);",
+            cuda_only=True, correct=True),
 ]

@@ -318,3 +318,91 @@ VARIANTS += [
             "    if (sx != 0) gx += g * sx;  // a zero sum adds nothing\n    if (sy != 0) gy += g * sy;\n"
             "    if (sz != 0) gz += g * sz;"),
 ]
+
+# Found by a red-team round of the GPU-free judge (coursekit/emulate.py): mistakes in the exercise
+# points-reduction (shuffles, shared slots, the barrier, the order of the sums), and correct
+# reductions written otherwise.
+_CU = "csrc/trilinear_cuda.cu"
+_SHUFFLES = ("\n  for (int offset = 16; offset > 0; offset /= 2) {\n"
+             "    gx += __shfl_down_sync(0xffffffffu, gx, offset);\n"
+             "    gy += __shfl_down_sync(0xffffffffu, gy, offset);\n"
+             "    gz += __shfl_down_sync(0xffffffffu, gz, offset);\n  }\n")
+_SLOTS = ("  if (threadIdx.x % 32 == 0) {\n"
+          "    partial[warp][0] = gx;\n"
+          "    partial[warp][1] = gy;\n"
+          "    partial[warp][2] = gz;\n"
+          "  }\n")
+_ROW_SUM = ("  __shared__ opmath_t partial[8][3];\n"
+            "  const int warp = (threadIdx.y * blockDim.x + threadIdx.x) / 32;\n" + _SLOTS +
+            "  __syncthreads();\n"
+            "  if (valid && threadIdx.x == 0) {\n"
+            "    const int warps_per_row = blockDim.x / 32;\n"
+            "    opmath_t sum[3] = {0, 0, 0};\n"
+            "    for (int i = warp; i < warp + warps_per_row; ++i) {\n"
+            "      for (int d = 0; d < 3; ++d) {\n"
+            "        sum[d] += partial[i][d];\n"
+            "      }\n"
+            "    }\n")
+_HALF = ("    // du/dx = 1/2: the chain rule through u = (x + 1) / 2.\n"
+         "    for (int d = 0; d < 3; ++d) {\n"
+         "      grad_points[3 * n + d] = static_cast<scalar_t>(opmath_t(0.5) * sum[d]);\n")
+VARIANTS += [
+    Variant("reduction-every-lane-stores-slot", "every lane of a warp stores into the warp's slot (no lane-0 test): "
+            "the last writer wins, and only lane 0 holds the warp's sum",
+            _CU, _SLOTS, _SLOTS.replace("  if (threadIdx.x % 32 == 0) {\n", "  {  // the warp's sum\n"), cuda_only=True),
+    Variant("reduction-slot-by-row-first-thread", "stores the warp sums with `threadIdx.x == 0` (the row's first "
+            "thread) instead of lane 0 of every warp: the row's other warps never fill their slots",
+            _CU, _SLOTS, _SLOTS.replace("threadIdx.x % 32 == 0", "threadIdx.x == 0"), cuda_only=True),
+    Variant("reduction-shfl-up", "folds with __shfl_up_sync: lane 0 has no lane below it and only doubles its "
+            "own value", _CU, _SHUFFLES, _SHUFFLES.replace("__shfl_down_sync", "__shfl_up_sync"), cuda_only=True),
+    Variant("reduction-shuffle-in-lane-branch", "ports the shared-memory tree literally: only lanes below the offset "
+            "call the (full-mask) shuffle, the others skip it; the warp never meets at the shuffle",
+            _CU, _SHUFFLES,
+            "\n  for (int offset = 16; offset > 0; offset /= 2) {\n"
+            "    if (threadIdx.x % 32 < offset) {\n"
+            "      gx += __shfl_down_sync(0xffffffffu, gx, offset);\n"
+            "      gy += __shfl_down_sync(0xffffffffu, gy, offset);\n"
+            "      gz += __shfl_down_sync(0xffffffffu, gz, offset);\n    }\n  }\n", cuda_only=True),
+    Variant("reduction-barrier-before-slot-writes", "puts __syncthreads() between the shuffles and the slot stores "
+            "instead of between the stores and the reads: the row's first thread reads slots other warps have not "
+            "written yet", _CU, _SLOTS + "  __syncthreads();\n", "  __syncthreads();\n" + _SLOTS, cuda_only=True),
+    Variant("reduction-sums-all-block-slots", "the row's first thread adds all 8 slots of the block: right for a "
+            "block of one row, the other rows' sums added in otherwise",
+            _CU, "for (int i = warp; i < warp + warps_per_row; ++i) {", "for (int i = 0; i < 8; ++i) {",
+            cuda_only=True),
+    Variant("reduction-shared-atomics", "lane 0 of each warp atomicAdds its sums into a per-row shared slot: "
+            "right sums, but in the order the warps arrive, which changes from run to run",
+            _CU, _ROW_SUM,
+            "  __shared__ opmath_t row_sum[8][3];\n"
+            "  const int warp = threadIdx.y;  // the row's slot\n"
+            "  if (threadIdx.x == 0) {\n"
+            "    row_sum[warp][0] = row_sum[warp][1] = row_sum[warp][2] = 0;\n"
+            "  }\n"
+            "  __syncthreads();\n"
+            "  if (threadIdx.x % 32 == 0) {\n"
+            "    atomicAdd(&row_sum[warp][0], gx);\n"
+            "    atomicAdd(&row_sum[warp][1], gy);\n"
+            "    atomicAdd(&row_sum[warp][2], gz);\n"
+            "  }\n"
+            "  __syncthreads();\n"
+            "  if (valid && threadIdx.x == 0) {\n"
+            "    opmath_t sum[3];\n"
+            "    for (int d = 0; d < 3; ++d) {\n"
+            "      sum[d] = row_sum[warp][d];\n"
+            "    }\n", cuda_only=True),
+    Variant("reduction-butterfly-xor", "folds with __shfl_xor_sync (a butterfly): every lane ends with the warp's "
+            "sum, lane 0 included", _CU, _SHUFFLES, _SHUFFLES.replace("__shfl_down_sync", "__shfl_xor_sync"),
+            cuda_only=True, correct=True),
+    Variant("reduction-ascending-offsets", "shuffles down by 1, 2, 4, 8, 16 (another tree, another order of the "
+            "additions): lane 0 still ends with the sum of all 32",
+            _CU, _SHUFFLES, _SHUFFLES.replace("for (int offset = 16; offset > 0; offset /= 2)",
+                                              "for (int offset = 1; offset < 32; offset *= 2)"),
+            cuda_only=True, correct=True),
+    Variant("reduction-half-per-warp", "applies the 1/2 to each warp's sum before it goes to shared memory, and "
+            "stores the row's sum as it is (a power of two: the same bits)",
+            _CU, _ROW_SUM + _HALF,
+            _ROW_SUM.replace("= gx;", "= opmath_t(0.5) * gx;").replace("= gy;", "= opmath_t(0.5) * gy;")
+            .replace("= gz;", "= opmath_t(0.5) * gz;")
+            + _HALF.replace("static_cast<scalar_t>(opmath_t(0.5) * sum[d])", "static_cast<scalar_t>(sum[d])"),
+            cuda_only=True, correct=True),
+]

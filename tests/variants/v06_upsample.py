@@ -657,3 +657,48 @@ VARIANTS += [
             "  LineCache<opmath_t> cache(2, length);\n"
             "  torch::stable::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {\n"),
 ]
+
+# Found by a red-team round of the GPU-free judge (coursekit/emulate.py): mistakes in the exercise
+# gather-cuda, and correct kernels and launches written otherwise.
+_PLAIN = "csrc/gather_plain.cu"
+_H_LOOP = ("for (int64_t h = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; h < rows.in;\n"
+           "       h += static_cast<int64_t>(gridDim.y) * blockDim.y) {")
+VARIANTS += [
+    Variant("plain-gather-w-without-block-offset", "takes the column from threadIdx.x alone (no blockIdx.x * "
+            "blockDim.x): rows wider than one block (256 columns) leave their later columns unwritten",
+            _PLAIN, "const int64_t w = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;",
+            "const int64_t w = threadIdx.x;", cuda_only=True),
+    Variant("plain-gather-skips-empty-ranges", "skips the pixels that no output reads (`continue` on an empty range): "
+            "their gradient, 0, is never written",
+            _PLAIN, "      T acc = 0;\n",
+            "      if (rows.begin[h] == rows.end[h] || cols.begin[w] == cols.end[w]) {\n"
+            "        continue;  // nothing to add\n"
+            "      }\n"
+            "      T acc = 0;\n", cuda_only=True),
+    Variant("plain-gather-flat-index-unscaled-plane", "flattens grad_out's index as p * H_out + dh * W_out + dw "
+            "(the plane not scaled by W_out): planes past the first read the wrong values",
+            _PLAIN, "static_cast<T>(plane[dh * cols.out + dw])",
+            "static_cast<T>(grad_out[p * rows.out + dh * cols.out + dw])", cuda_only=True),
+    Variant("plain-gather-launch-axes-swapped", "calls launch_for(H_in, W_in, ...): the block's width and the grid "
+            "along x follow the rows, so columns past the rows' rounded-up count get no thread",
+            _PLAIN, "const Launch l = launch_for(g.W_in, g.H_in, g.planes, 1);",
+            "const Launch l = launch_for(g.H_in, g.W_in, g.planes, 1);", cuda_only=True),
+    Variant("plain-gather-no-row-stride", "takes row blockIdx.y * blockDim.y + threadIdx.y only, without the "
+            "grid-stride loop: rows past the grid's 65535 blocks along y are never written",
+            _PLAIN, _H_LOOP,
+            "if (const int64_t h = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; h < rows.in) {",
+            cuda_only=True),
+    Variant("plain-gather-flat-grad-out-index", "indexes grad_out directly at (p * H_out + dh) * W_out + dw, "
+            "without a plane pointer", _PLAIN, "static_cast<T>(plane[dh * cols.out + dw])",
+            "static_cast<T>(grad_out[(p * rows.out + dh) * cols.out + dw])", cuda_only=True, correct=True),
+    Variant("plain-gather-two-planes-per-thread", "launches half as many blocks along z (launch_for(..., 2)): the "
+            "kernel's grid-stride loop over planes covers the rest",
+            _PLAIN, "const Launch l = launch_for(g.W_in, g.H_in, g.planes, 1);",
+            "const Launch l = launch_for(g.W_in, g.H_in, g.planes, 2);", cuda_only=True, correct=True),
+    Variant("plain-gather-square-blocks", "blocks of 32 x 32 threads, the grid along y and z capped at 65535",
+            _PLAIN, "  const Launch l = launch_for(g.W_in, g.H_in, g.planes, 1);\n",
+            "  const Launch l{dim3(static_cast<unsigned>((g.W_in + 31) / 32),\n"
+            "                      static_cast<unsigned>(std::min<int64_t>((g.H_in + 31) / 32, kMaxGrid)),\n"
+            "                      static_cast<unsigned>(std::min<int64_t>(g.planes, kMaxGrid))),\n"
+            "                 dim3(32, 32)};\n", cuda_only=True, correct=True),
+]
