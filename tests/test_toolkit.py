@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from coursekit import build, chapters, toolkit
+from coursekit import ROOT, build, chapters, toolkit
 
 
 def fake_toolkit(root: Path, version: str) -> Path:
@@ -194,3 +194,36 @@ def test_grade_takes_options_and_exercises_in_any_order(argv, monkeypatch):
     assert cli.main(argv) == 0
     (args,) = seen
     assert (args.chapter, args.exercises, args.cpu_only, args.verbose) == ("06", ["gather-backward"], True, True)
+
+
+# Code that two chapters share and must keep identical: a change to one is a change to both, or a
+# lesson's diff that says something it does not mean.
+IDENTICAL = [("04_backward/csrc/pack.cuh", "05_autograd/csrc/pack.cuh")]
+SAME_FORMULATION = ["04_backward/reference.py", "05_autograd/reference.py"]  # as 03_validate/reference.py
+
+
+@pytest.mark.parametrize("a, b", IDENTICAL, ids=[a for a, _ in IDENTICAL])
+def test_shared_files_stay_identical(a, b):
+    assert (ROOT / a).read_bytes() == (ROOT / b).read_bytes(), f"{a} and {b} differ: they are one file in two chapters"
+
+
+@pytest.mark.parametrize("path", SAME_FORMULATION)
+def test_references_share_chapter_03s_formulation(path):
+    """CORNER_OFFSETS, corner_weights and trilinear of every reference.py are chapter 03's, statement for
+    statement (docstrings and comments aside): one reference formulation in the course."""
+    import ast
+
+    def formulation(p):
+        found = {}
+        for node in ast.parse((ROOT / p).read_text()).body:
+            if isinstance(node, ast.FunctionDef) and node.name in ("corner_weights", "trilinear"):
+                node.body = [n for n in node.body if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)
+                                                          and isinstance(n.value.value, str))]
+                found[node.name] = ast.dump(node)
+            elif isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["CORNER_OFFSETS"]:
+                found["CORNER_OFFSETS"] = ast.dump(node)
+        return found
+
+    theirs = formulation("03_validate/reference.py")
+    assert sorted(theirs) == ["CORNER_OFFSETS", "corner_weights", "trilinear"]
+    assert formulation(path) == theirs, f"{path} is not written as 03_validate/reference.py"
