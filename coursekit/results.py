@@ -32,6 +32,7 @@ SUMMARY_START, SUMMARY_END = "<!-- results-summary:start -->", "<!-- results-sum
 WRITERS = {
     "02_forward_kernel": "03_validate/bench.py",
     "03_validate": "03_validate/bench.py",
+    "03_validate_peers": "03_validate/peers.py",
     "04_backward": "04_backward/bench.py",
     "05_autograd": "05_autograd/bench.py",
     "06_upsample": "06_upsample/bench.py",
@@ -63,13 +64,18 @@ SPECS = [
 ]
 SIZE_KEYS = ("N", "F", "numel", "shape", "factor", "mode", "dtype", "layout")
 
+TRILINEAR_PEERS = {"reference eager": "eager reference", "reference compiled": "`torch.compile` of the reference",
+                   "per-corner eager": "eager per-corner formulation",
+                   "per-corner compiled": "`torch.compile` of the per-corner formulation"}
 # The README's summary, GPU only: (chapter, what is ours, results stem,
 #   [(case prefix, our record, {peer record: how the summary names it})])
 HEADLINES = [
-    ("02_forward_kernel", "trilinear forward", "02_forward_kernel",
-     [("", "chapter02", {"eager": "eager reference", "compiled": "`torch.compile` of the reference"})]),
-    ("03_validate", "trilinear forward, 16-byte loads (`forward_vectorized`), N and F swept", "03_validate",
-     [("", "vectorized", {"eager": "eager reference", "compiled": "`torch.compile` of the reference"})]),
+    # the trilinear forward against both formulations, eager and compiled (03_validate/peers.py): the
+    # per-corner one, compiled, is the strongest plain-PyTorch peer
+    ("02_forward_kernel", "trilinear forward (chapter 02's kernel)", "03_validate_peers",
+     [("", "chapter02", TRILINEAR_PEERS)]),
+    ("03_validate", "trilinear forward, 16-byte loads (`forward_vectorized`)", "03_validate_peers",
+     [("", "vectorized", TRILINEAR_PEERS)]),
     ("04_backward", "trilinear forward + backward through autograd", "04_backward",
      [("", "ours forward+backward", {"eager forward+backward": "eager reference",
                                      "torch.compile forward+backward": "`torch.compile` of the reference"})]),
