@@ -360,7 +360,11 @@ def grade(chapter: chapters.Chapter, workspace: Path | None, *, only: list[str] 
                                      stop_first=stop_first and source != chapter.path)
                 verdict = _verdict_from(name, doc, log, gpu)
             cache[key] = verdict.to_json()
-        nvcc_files = [rel for rel in bodies if Path(rel).suffix in NVCC_SUFFIXES]
+        # nvcc without a GPU: for CUDA files (.cu, .cuh) the GPU-free judge does not compile already;
+        # a header exercise (.h) is compiled by the CPU build, and its CUDA users are the chapter's.
+        nvcc_files = [rel for rel in bodies if Path(rel).suffix in NVCC_SUFFIXES - {".h"}]
+        if _emulated(chapter, bodies):
+            nvcc_files = []
         if compile_cuda and nvcc_files and source != chapter.path and verdict.status != "NOT YET":
             ckey = _verdict_key(chapter, source, name, "nvcc")
             if ckey not in cache:

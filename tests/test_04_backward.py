@@ -447,6 +447,12 @@ def test_points_reduction_emulated_nonfinite(emulated, ref, dtype):
 
 
 @pytest.mark.exercise("points-reduction")
+def test_points_reduction_emulated_near_float16_max(emulated, ref):
+    check_backward(emulated, ref, *near_float16_max(ref, "cpu"), need_feats=False,
+                   what=" (float16, near its largest value; emulated)")
+
+
+@pytest.mark.exercise("points-reduction")
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["float64", "float32"])
 def test_points_reduction_nonfinite(ext, ref, device, dtype):
     only_cuda(device)
