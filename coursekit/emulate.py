@@ -125,6 +125,12 @@ def transform(text: str, path: str) -> str:
                 lines[i] = f"#include {INCLUDES[m.group(1)]}\n"
     if last >= 0:
         lines.insert(last + 1, f'#include "cuda_emu_late.h"\n#line {last + 2} "{path}"\n')
+    # nvcc refuses an initializer on a __shared__ variable; here __shared__ is `static`, which
+    # would take it: refuse it on its own line, with nvcc's message
+    for i, line in enumerate(lines):
+        code = line.split("//", 1)[0]
+        if re.search(r"__shared__[^;]*=", code):
+            lines[i] = '#error "initializer not allowed for __shared__ variable (nvcc refuses it too)"\n'
     text = "".join(lines)
     for old, new in RENAMES.items():
         text = text.replace(old, new)

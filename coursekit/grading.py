@@ -148,7 +148,8 @@ def _verdict_key(chapter: chapters.Chapter, source: Path, name: str, mode: str) 
 
     files = exercises.source_files(source)
     deps = [chapter.test_file, ROOT / "tests" / "conftest.py", ROOT / "coursekit" / "testing.py",
-            ROOT / "coursekit" / "build.py"]
+            ROOT / "coursekit" / "build.py", ROOT / "coursekit" / "emulate.py"]
+    deps += sorted((ROOT / "coursekit" / "emu").iterdir())  # the GPU-free judge grades too
     return _digest(files + deps, f"{chapter.dirname}|{name}|{mode}|{torch.__version__}|"
                                  + "|".join(str(f.relative_to(source)) for f in files))
 

@@ -907,7 +907,8 @@ def test_gather_same_bits_any_threads(up, shape, size, repeats, layout):
 # Shapes: partial blocks along W and H, one pixel, a long row, long sums (a strong upsampling).
 EMULATED_SHAPES = [((1, 2, 5, 7), (9, 13)), ((2, 3, 4, 6), (8, 12)), ((1, 3, 9, 11), (4, 5)),
                    ((1, 1, 3, 40), (5, 80)), ((1, 2, 3, 4), (9, 32)), ((2, 2, 1, 1), (3, 2)),
-                   ((1, 1, 2, 1), (5, 300)), ((1, 2, 33, 70), (40, 90)), ((1, 1, 2, 3), (150, 200))]
+                   ((1, 1, 2, 1), (5, 300)), ((1, 2, 33, 70), (40, 90)), ((1, 1, 2, 3), (150, 200)),
+                   ((1, 2, 2, 300), (3, 333))]  # wider than one block of 256 threads
 EMULATED_MODES = {"align_corners": 0, "half_pixel": 1, "tf_legacy": 2}
 
 
@@ -968,6 +969,15 @@ def test_gather_plain_emulated_nonfinite(emulated, shape, size, mode):
         assert not wrong, (f"{mode} plain gather (emulated) with NaN and inf in grad_out: {len(wrong)} elements where "
                            f"{name} should{' not' if not mask(ref)[tuple(wrong[0])] else ''} be, first at (n, c, h, w) "
                            f"= {tuple(wrong[0])} (a column or row of weight 0 still adds 0 * value: NaN from inf)")
+
+
+@pytest.mark.exercise("gather-cuda")
+def test_gather_plain_emulated_many_rows(emulated):
+    """524289 input rows: more than a grid's 65535 blocks along y (the rows past them need a loop)."""
+    grad_out = torch.randn(1, 1, 3, 3)
+    got = emulated.gather_plain(grad_out, [8 * 65535 + 9, 2], 1, None, None, True, 0)
+    check(got, ref_backward(grad_out, (8 * 65535 + 9, 2), "half_pixel"),
+          "half_pixel plain gather (emulated), 524289 input rows")
 
 
 @pytest.mark.exercise("gather-cuda")
@@ -1032,10 +1042,10 @@ def test_gather_plain_is_deterministic(device):
         assert_bitwise(bw(grad_out, [64, 64], "half_pixel", PLAIN), first, what="plain gather, run again")
 
 
-# Long sums (about 100 outputs per input index per axis), long rows, and planes past the grid's
-# 65535 blocks along z (the grid-stride loop).
+# Long sums (about 100 outputs per input index per axis), long rows, and planes and rows past the
+# grid's 65535 blocks along z and y (the grid-stride loops).
 PLAIN_LONG_SHAPES = [((2, 3, 2, 3), (300, 400)), ((1, 2, 6, 1500), (7, 2900)), ((1, 2, 2, 1), (5, 9000)),
-                     ((1, 70000, 1, 2), (2, 3))]
+                     ((1, 70000, 1, 2), (2, 3)), ((1, 1, 8 * 65535 + 9, 2), (3, 3))]
 
 
 @pytest.mark.cuda

@@ -167,10 +167,11 @@ inline void on_segv(int sig, siginfo_t* info, void* uc) {
       return;
     }
   }
-  if (s.armed && s.cur) {  // a wild address inside a kernel: end the launch with an error
+  if (s.armed && s.cur) {  // a wild address, or an integer division by zero, inside a kernel: an error
     s.fault.set = true;
-    s.fault.what = "an access at an address outside every tensor (a wild index: a value read past the end "
-                   "of a table, or computed from garbage?), in " + where();
+    s.fault.what = sig == SIGFPE ? "an integer division by zero (a GPU gives garbage, no error), in " + where()
+                                 : "an access at an address outside every tensor (a wild index: a value read past "
+                                   "the end of a table, or computed from garbage?), in " + where();
     siglongjmp(s.escape, 1);
   }
   signal(sig, SIG_DFL);  // not ours: crash as usual
@@ -185,6 +186,7 @@ inline void install_handler() {
   sa.sa_flags = SA_SIGINFO | SA_NODEFER;
   sigaction(SIGSEGV, &sa, nullptr);
   sigaction(SIGBUS, &sa, nullptr);
+  sigaction(SIGFPE, &sa, nullptr);
   s.handler = true;
 }
 
@@ -291,8 +293,8 @@ inline T from_bits(uint64_t b) {
 // barrier when every live thread waits there. False: nothing could move.
 inline bool release() {
   State& s = st();
-  bool moved = false;
   const int n = s.n;
+  std::vector<int> ready;  // warps whose live lanes all wait at a warp operation
   for (int w0 = 0; w0 < n; w0 += 32) {
     const int w1 = std::min(n, w0 + 32);
     bool all = true, any = false;
@@ -301,7 +303,14 @@ inline bool release() {
       any = true;
       all = all && s.fibers[i].waiting == 2;
     }
-    if (!any || !all) continue;
+    if (any && all) ready.push_back(w0);
+  }
+  if (!ready.empty()) {
+    // One ready warp goes on, the others stay parked: warps run ahead of each other as on a GPU,
+    // so a race between warps that only a block barrier orders (a __syncwarp for a
+    // __syncthreads) shows.
+    const int w0 = ready[std::uniform_int_distribution<size_t>(0, ready.size() - 1)(s.rng)];
+    const int w1 = std::min(n, w0 + 32);
     uint64_t ballot = 0;
     for (int i = w0; i < w1; ++i) {
       const Fiber& f = s.fibers[i];
@@ -318,10 +327,9 @@ inline bool release() {
         f.get = ballot;
       }
       f.waiting = 0;
-      moved = true;
     }
+    return true;
   }
-  if (moved) return true;
   bool all = true, any = false;
   for (int i = 0; i < n; ++i) {
     const Fiber& f = s.fibers[i];
@@ -391,7 +399,7 @@ inline void launch(const char* kernel, const Config& c, const std::function<void
     s.cur = nullptr;
     const std::string what = s.fault.what;
     s.fault = Fault{};
-    throw std::runtime_error("invalid memory access: " + what);
+    throw std::runtime_error((what.rfind("an integer division", 0) == 0 ? "arithmetic error: " : "invalid memory access: ") + what);
   }
   s.armed = true;
   for (unsigned bz = 0; bz < c.grid.z; ++bz) {

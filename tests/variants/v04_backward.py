@@ -390,6 +390,34 @@ VARIANTS += [
             "    for (int d = 0; d < 3; ++d) {\n"
             "      sum[d] = row_sum[warp][d];\n"
             "    }\n", cuda_only=True),
+    Variant("reduction-slots-read-transposed", "reads the slots as partial[d][i] while they were stored as "
+            "partial[warp][d]: the flat index d * 3 + i lands in other warps' slots",
+            _CU, "sum[d] += partial[i][d];", "sum[d] += partial[d][i];", cuda_only=True),
+    Variant("reduction-syncwarp", "waits with __syncwarp() instead of __syncthreads() (\"the slots come from "
+            "warps\"): the row's first thread reads other warps' slots before they are stored",
+            _CU, _SLOTS + "  __syncthreads();\n", _SLOTS + "  __syncwarp();\n", cuda_only=True),
+    Variant("reduction-shared-initialiser", "declares the slots with an initialiser, `__shared__ opmath_t "
+            "partial[8][3] = {};` (\"zeros for the unused slots\"): nvcc refuses it (initializer not allowed for "
+            "__shared__ variable)", _CU, "__shared__ opmath_t partial[8][3];",
+            "__shared__ opmath_t partial[8][3] = {};", cuda_only=True),
+    Variant("reduction-shared-only", "no shuffles: every thread's partials go to a shared slot of their own, and "
+            "the row's first thread adds the row's blockDim.x slots in order (slower, another order of the "
+            "additions, deterministic)",
+            _CU, _SHUFFLES + "  // 2. Row: lane 0 of each warp leaves its sum in shared memory (at most 8\n"
+            "  //    warps in a 256-thread block); the row's first thread adds them up.\n" + _ROW_SUM,
+            "\n  __shared__ opmath_t partial[256][3];  // one slot per thread\n"
+            "  const int t = threadIdx.y * blockDim.x + threadIdx.x;\n"
+            "  partial[t][0] = gx;\n"
+            "  partial[t][1] = gy;\n"
+            "  partial[t][2] = gz;\n"
+            "  __syncthreads();\n"
+            "  if (valid && threadIdx.x == 0) {\n"
+            "    opmath_t sum[3] = {0, 0, 0};\n"
+            "    for (int i = t; i < t + static_cast<int>(blockDim.x); ++i) {\n"
+            "      for (int d = 0; d < 3; ++d) {\n"
+            "        sum[d] += partial[i][d];\n"
+            "      }\n"
+            "    }\n", cuda_only=True, correct=True),
     Variant("reduction-butterfly-xor", "folds with __shfl_xor_sync (a butterfly): every lane ends with the warp's "
             "sum, lane 0 included", _CU, _SHUFFLES, _SHUFFLES.replace("__shfl_down_sync", "__shfl_xor_sync"),
             cuda_only=True, correct=True),
