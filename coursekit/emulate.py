@@ -53,28 +53,14 @@ SPECS = {
 }
 
 
-def _match_back(text: str, end: int, open_ch: str, close_ch: str) -> int:
-    """Index of the `open_ch` that matches the `close_ch` at text[end]."""
-    depth = 0
-    for i in range(end, -1, -1):
-        if text[i] == close_ch:
-            depth += 1
-        elif text[i] == open_ch:
-            depth -= 1
-            if depth == 0:
-                return i
-    raise ValueError("unbalanced")
-
-
-def _match_forward(text: str, start: int, open_ch: str, close_ch: str) -> int:
-    depth = 0
-    for i in range(start, len(text)):
-        if text[i] == open_ch:
-            depth += 1
-        elif text[i] == close_ch:
-            depth -= 1
-            if depth == 0:
-                return i
+def _matching(text: str, at: int, step: int) -> int:
+    """Index of the bracket that matches the one at text[at], searching forward (step 1) or back (-1)."""
+    pairs = {"(": ")", "<": ">", ")": "(", ">": "<"}
+    mine, other, depth = text[at], pairs[text[at]], 0
+    for i in range(at, len(text) if step > 0 else -1, step):
+        depth += (text[i] == mine) - (text[i] == other)
+        if depth == 0:
+            return i
     raise ValueError("unbalanced")
 
 
@@ -94,7 +80,7 @@ def rewrite_launches(text: str) -> str:
         while j >= 0 and out[j].isspace():
             j -= 1
         if out[j] == ">":
-            j = _match_back(out, j, "<", ">") - 1
+            j = _matching(out, j, -1) - 1
         k = j
         while k >= 0 and (out[k].isalnum() or out[k] in "_:"):
             k -= 1
@@ -105,7 +91,7 @@ def rewrite_launches(text: str) -> str:
         while out[p].isspace():
             p += 1
         assert out[p] == "(", "a launch's arguments follow >>>"
-        q = _match_forward(out, p, "(", ")")
+        q = _matching(out, p, 1)
         args = out[p + 1:q]
         name = " ".join(callee.split())
         new = f'::emu::launch("{name}", ::emu::config({cfg}), [&]() {{ {callee}({args}); }})'

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from . import ROOT, chapters, emulate, exercises, grading
+from . import ROOT, chapters, exercises, grading
 
 # COURSE_SELFCHECK_SHARD=I/K: this process checks part I of K (tests/test_graders.py), in its own folder.
 SHARD = os.environ.get("COURSE_SELFCHECK_SHARD", "0/1")
@@ -63,8 +63,7 @@ def solved_workspace(chapter: chapters.Chapter, variant: exercises.Variant | Non
 def emulated(chapter: chapters.Chapter, variant: exercises.Variant) -> bool:
     """Does the GPU-free judge (coursekit/emulate.py) grade this CUDA variant without a GPU? Yes when
     its change lies inside an exercise region of a file the judge compiles."""
-    spec = emulate.SPECS.get(chapter.number)
-    if spec is None or Path(variant.file).name not in spec["sources"]:
+    if not grading._emulated(chapter, {variant.file: None}):
         return False
     path = chapter.path / variant.file
     regions = exercises.solution_regions(path.read_text(), Path(variant.file))
