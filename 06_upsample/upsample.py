@@ -31,6 +31,7 @@ from types import ModuleType
 from typing import Sequence
 
 import torch
+from torch.utils._python_dispatch import is_in_torch_dispatch_mode
 
 
 def _same_sources(a: Path, b: Path) -> bool:
@@ -272,6 +273,40 @@ def _backward_grad(ctx, grad):
 torch.library.register_autograd("ch06::upsample_bilinear2d_backward", _backward_grad, setup_context=_backward_setup)
 
 
+# The eager path of upsample_bilinear. The operator above is what torch.compile, export and
+# opcheck see; its autograd formula runs through torch.library's Python machinery, which costs
+# tens of microseconds per call (utils.fill_defaults, a redispatch, a generated
+# autograd.Function) on top of the public implementation's dispatch into Python. A user's
+# eager call takes this shortcut instead: the same checks, the same kernel ops, one
+# autograd.Function. Anything else (compiling, fake or subclass tensors, functorch transforms,
+# a dispatch mode, a double backward) goes through the operator.
+
+
+class _Resize(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, size, mode, scale_h, scale_w, backward):
+        ctx.args = (list(x.shape[2:]), size, mode, scale_h, scale_w, backward)
+        return _launch(_forward_kernel, x, size, mode, scale_h, scale_w)
+
+    @staticmethod
+    def backward(ctx, grad):
+        input_size, size, mode, scale_h, scale_w, method = ctx.args
+        if torch.is_grad_enabled() or not _plain(grad):  # create_graph=True: a differentiable backward
+            return _backward(grad, input_size, mode, method, scale_h, scale_w), None, None, None, None, None
+        if method == "scatter" and grad.is_cuda:
+            _alert_not_deterministic('upsample_bilinear2d_backward (backward="scatter", CUDA)')
+        return _launch(_backward_kernel, grad, input_size, mode, method, scale_h, scale_w), None, None, None, None, None
+
+
+def _plain(t) -> bool:
+    """A plain CPU or CUDA tensor in eager mode, with nothing that needs to see the operator."""
+    return (type(t) in (torch.Tensor, torch.nn.Parameter) and t.device.type in ("cpu", "cuda")
+            and not torch.compiler.is_compiling()
+            and not torch._C._are_functorch_transforms_active()
+            and not is_in_torch_dispatch_mode()  # e.g. FakeTensorMode, FlopCounterMode
+            and not torch._C._is_torch_function_mode_enabled())
+
+
 def _pair(value, name: str) -> tuple:
     if isinstance(value, (list, tuple)):
         if len(value) != 2:
@@ -338,4 +373,10 @@ def upsample_bilinear(
     out_hw, scales = output_geometry(x.shape[2:], size, scale_factor, recompute_scale_factor)
     if mode != "half_pixel":
         scales = (None, None)  # align_corners ignores them in PyTorch; TensorFlow has none
-    return _forward(x, list(out_hw), mode, scales[0], scales[1], backward)
+    if not _plain(x):
+        return _forward(x, list(out_hw), mode, scales[0], scales[1], backward)
+    _check_forward(x, out_hw, mode, scales[0], scales[1], backward)
+    _check_device("upsample_bilinear2d", "x", x)
+    if torch.is_grad_enabled() and x.requires_grad:
+        return _Resize.apply(x, list(out_hw), mode, scales[0], scales[1], backward)
+    return _launch(_forward_kernel, x, list(out_hw), mode, scales[0], scales[1])

@@ -36,6 +36,7 @@ WRITERS = {
     "04_backward": "04_backward/bench.py",
     "05_autograd": "05_autograd/bench.py",
     "06_upsample": "06_upsample/bench.py",
+    "06_upsample_sweep": "06_upsample/sweep.py",
 }
 GRAPH_REPLAY = ", GPU only"  # the suffix of the records timed as CUDA graph replays
 
@@ -83,7 +84,8 @@ HEADLINES = [
      [("forward, ", "gelu forward (ours)", {"gelu forward (F.gelu)": "`F.gelu`"}),
       ("backward, ", "gelu backward (ours)", {"gelu backward (aten)": "PyTorch's GELU backward"})]),
     ("05_autograd", "the `torch.library` op, eager, forward + backward", "05_autograd",
-     [("", "op", {"reference": "eager reference", "reference_compiled": "`torch.compile` of the reference"})]),
+     [("", "op", {"reference": "eager reference", "reference_compiled": "`torch.compile` of the reference",
+                  "per-corner_compiled": "`torch.compile` of the per-corner formulation"})]),
     ("06_upsample", "bilinear upsample forward", "06_upsample",
      [("", "forward ours", {"forward F.interpolate": "`F.interpolate`",
                             "forward torch.compile": "`torch.compile(F.interpolate)`"})]),
@@ -237,7 +239,8 @@ def _sweep_rows(results: Path = RESULTS) -> list[list[str]]:
 
 def _route_rows(results: Path = RESULTS) -> list[list[str]]:
     """Chapter 05: forward + backward through each route."""
-    names = ["function", "op", "op_compiled", "reference", "reference_compiled"]
+    names = ["function", "op", "op_compiled", "triton", "triton_compiled", "reference", "reference_compiled",
+             "per-corner_compiled"]
     out = []
     for device in ("cuda", "cpu"):
         loaded = _load("05_autograd", device, results)
@@ -292,8 +295,9 @@ def full_markdown(results: Path = RESULTS) -> str:
         "",
         "## Chapter 05: forward + backward through each route, median ms",
         "",
-        *_table(["device", "sizes", "autograd.Function", "torch.library op", "op, torch.compile", "reference",
-                 "reference, torch.compile", "data"], _route_rows(results)),
+        *_table(["device", "sizes", "autograd.Function", "torch.library op", "op, torch.compile", "Triton op",
+                 "Triton op, torch.compile", "reference", "reference, torch.compile",
+                 "per-corner, torch.compile", "data"], _route_rows(results)),
     ]
     return "\n".join(parts)
 

@@ -1,0 +1,322 @@
+"""Chapter 06 from the user's side: the calls a user makes, over shapes drawn at random.
+
+    python 06_upsample/sweep.py                  # a GPU: writes results/06_upsample_sweep_cuda.json
+    python 06_upsample/sweep.py --device cpu     # the CPU, 2 threads: results/06_upsample_sweep_cpu.json
+    python 06_upsample/sweep.py --quick --out /tmp/s.json   # a few small cases: checks the pipeline
+    python 06_upsample/sweep.py --readme         # regenerate the summaries (README.md, SPEED.md)
+
+bench.py and ladder.py time the kernel ops on chosen cases. This script times what a user calls,
+in the same process as PyTorch's own calls:
+
+  host      one small case (a 64 KiB input), where the host's work sets the pace: the kernel op,
+            the registered operator (torch.ops.ch06.upsample_bilinear2d and its torch.library
+            autograd formula) and the public function upsample_bilinear, against F.interpolate;
+            forward, backward through torch.autograd.grad, and a forward + backward step; with
+            torch.profiler's count of the kernels each step launches.
+  sweep     CASES cases drawn with a fixed seed: ratio in [1/8, 8] (both axes, integer or not,
+            equal or not), N, C, an input + output size from 64 KiB to 512 MiB, NCHW or
+            channels_last, float32 / bfloat16 / float16, half_pixel or align_corners (the two modes
+            F.interpolate has). Per case: the forward (upsample_bilinear against F.interpolate and
+            torch.compile(F.interpolate), compiled for that case), the backward through
+            torch.autograd.grad (against F.interpolate's, whose CUDA backward adds with atomics),
+            and a forward + backward step; the bandwidth floor of the bytes a pass must move.
+
+Every time is coursekit.timing.bench: calls as a program makes them (host included), the median
+of blocked_autorange. The summary is the distribution of our speed-up over each peer, worst case
+first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import re
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from coursekit import timing  # noqa: E402
+from coursekit.build import load_python  # noqa: E402
+
+CASES = 48
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+CHANNELS = [1, 2, 3, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256]
+ROUND_RATIOS = [2, 4, 8, 1 / 2, 1 / 4, 1 / 8, 3, 1.5]
+START, END = "<!-- sweep:start -->", "<!-- sweep:end -->"
+LARGE = 64 << 20  # input + output bytes from which the floor is the goal
+PEERS = [  # (metric, ours, peer, how the summary names the peer)
+    ("forward", "forward ours", "forward F.interpolate", "`F.interpolate`"),
+    ("forward", "forward ours", "forward torch.compile", "`torch.compile(F.interpolate)`"),
+    ("backward", "backward ours (autograd)", "backward F.interpolate (autograd)", "`F.interpolate`'s backward"),
+    ("forward + backward", "step ours", "step F.interpolate", "`F.interpolate`"),
+]
+
+
+def draw_cases(n: int, seed: int = 0, max_bytes: int = 512 << 20) -> list[dict]:
+    """Shapes a user might resize, drawn with a fixed seed."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        rh = rng.choice(ROUND_RATIOS) if rng.random() < 0.35 else math.exp(rng.uniform(math.log(1 / 8), math.log(8)))
+        rw = rh if rng.random() < 0.7 else math.exp(rng.uniform(math.log(1 / 8), math.log(8)))
+        dtype = rng.choice(list(DTYPES))
+        c, batch = rng.choice(CHANNELS), rng.choice([1, 1, 2, 4, 8, 16])
+        total = math.exp(rng.uniform(math.log(64 << 10), math.log(max_bytes)))  # input + output bytes
+        plane = total / (DTYPES[dtype].itemsize * batch * c * (1 + rh * rw))  # H_in * W_in
+        aspect = rng.choice([1, 1, 4 / 3, 16 / 9, 3 / 4])
+        h = max(2, round(math.sqrt(plane / aspect)))
+        w = max(2, round(plane / h))
+        out.append(dict(shape=[batch, c, h, w], size=[max(1, round(h * rh)), max(1, round(w * rw))], dtype=dtype,
+                        layout=rng.choice(["nchw", "channels_last"]), mode=rng.choice(["half_pixel", "align_corners"])))
+    return out
+
+
+def _make(shape, dtype, layout, device, requires_grad=False):
+    t = torch.randn(shape, dtype=dtype, device=device)
+    if layout == "channels_last":
+        t = t.contiguous(memory_format=torch.channels_last)
+    return t.requires_grad_(requires_grad)
+
+
+def _kernels(fn, device) -> tuple[int | None, float | None]:
+    """(how many kernels, memsets and copies one call of fn runs on the GPU, their total time in ms),
+    from torch.profiler; (None, None) on the CPU."""
+    from torch.profiler import ProfilerActivity, profile
+    if device != "cuda":
+        return None, None
+    fn()
+    timing.sync(device)
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        fn()
+        timing.sync(device)
+    gpu = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    return len(gpu), sum(e.device_time for e in gpu) / 1e3
+
+
+HOST_CASES = [  # (shape, size, dtype): a small case, where the host sets the pace, and two large ones
+    ((1, 16, 32, 32), [64, 64], torch.float32),
+    ((8, 64, 256, 256), [512, 512], torch.float32),
+    ((8, 64, 256, 256), [512, 512], torch.bfloat16),
+]
+
+
+def host(up, device: str, min_time: float, quick: bool) -> list[dict]:
+    records = []
+    for shape, size, dtype in HOST_CASES[:1] if quick or device == "cpu" else HOST_CASES:
+        records += host_case(up, device, min_time, shape, size, dtype)
+    return records
+
+
+def host_case(up, device: str, min_time: float, shape, size, dtype) -> list[dict]:
+    ops, mode = torch.ops.ch06, "half_pixel"
+    x = _make(shape, dtype, "nchw", device)
+    xg = x.clone().requires_grad_(True)
+    g = torch.randn(shape[:2] + tuple(size), device=device, dtype=dtype)
+    y_op = ops.upsample_bilinear2d(xg, size, mode, None, None, "gather")
+    y_fn = up.upsample_bilinear(xg, size, mode=mode)
+    y_ref = F.interpolate(xg, size=size, mode="bilinear", align_corners=False)
+    calls = [
+        ("forward", "kernel op", lambda: ops._upsample_bilinear2d_kernel(x, size, mode, None, None)),
+        ("forward", "operator", lambda: ops.upsample_bilinear2d(x, size, mode, None, None, "gather")),
+        ("forward", "upsample_bilinear", lambda: up.upsample_bilinear(x, size, mode=mode)),
+        ("forward", "F.interpolate", lambda: F.interpolate(x, size=size, mode="bilinear", align_corners=False)),
+        ("backward", "kernel op", lambda: ops._upsample_bilinear2d_backward_kernel(g, list(shape[2:]), mode, "gather",
+                                                                                  None, None)),
+        ("backward", "operator", lambda: torch.autograd.grad(y_op, xg, g, retain_graph=True)),
+        ("backward", "upsample_bilinear", lambda: torch.autograd.grad(y_fn, xg, g, retain_graph=True)),
+        ("backward", "F.interpolate", lambda: torch.autograd.grad(y_ref, xg, g, retain_graph=True)),
+        ("forward + backward", "operator",
+         lambda: torch.autograd.grad(ops.upsample_bilinear2d(xg, size, mode, None, None, "gather"), xg, g)),
+        ("forward + backward", "upsample_bilinear",
+         lambda: torch.autograd.grad(up.upsample_bilinear(xg, size, mode=mode), xg, g)),
+        ("forward + backward", "F.interpolate",
+         lambda: torch.autograd.grad(F.interpolate(xg, size=size, mode="bilinear", align_corners=False), xg, g)),
+    ]
+    records = []
+    name_of_dtype = str(dtype).replace("torch.", "")
+    for step, name, fn in calls:  # every timing first: the profiler stays out of them
+        t = timing.bench(fn, device, min_run_time=5 * min_time)
+        records.append(timing.record(f"host {step}, {name}", t, section="host", step=step, path=name,
+                                     shape=list(shape), size=size, dtype=name_of_dtype))
+    for row, (step, name, fn) in zip(records, calls):
+        row["kernels"], row["gpu_ms"] = _kernels(fn, device)
+        print(f"host {str(shape):18s} {name_of_dtype:8s} {step:20s} {name:20s} {row['median_ms'] * 1e3:9.1f} us  "
+              f"{row['kernels']} kernels", flush=True)
+    return records
+
+
+def sweep(up, device: str, cases: list[dict], min_time: float, bandwidth: float, compile_peer: bool,
+          checkpoint=lambda records: None) -> list[dict]:
+    records = []
+    for index, case in enumerate(cases):
+        torch.manual_seed(index)
+        dtype, size, mode = DTYPES[case["dtype"]], case["size"], case["mode"]
+        ac = mode == "align_corners"
+        x = _make(case["shape"], dtype, case["layout"], device)
+        xg = x.detach().clone().requires_grad_(True)
+        g = _make(case["shape"][:2] + size, dtype, case["layout"], device)
+        moved = timing.nbytes(x, g)
+        common = dict(section="sweep", case=index, **case, out_shape=list(g.shape), bytes_in_out=moved)
+
+        def interp(t):
+            return F.interpolate(t, size=size, mode="bilinear", align_corners=ac)
+
+        def add(name, fn):
+            t = timing.bench(fn, device, min_run_time=min_time)
+            records.append(timing.record(name, t, moved, bandwidth, **common))
+
+        add("forward ours", lambda: up.upsample_bilinear(x, size, mode=mode))
+        add("forward F.interpolate", lambda: interp(x))
+        if compile_peer:
+            torch._dynamo.reset()
+            compiled = torch.compile(interp, dynamic=False)
+            add("forward torch.compile", lambda: compiled(x))
+            del compiled
+        y, y_ref = up.upsample_bilinear(xg, size, mode=mode), interp(xg)
+        add("backward ours (autograd)", lambda: torch.autograd.grad(y, xg, g, retain_graph=True))
+        add("backward F.interpolate (autograd)", lambda: torch.autograd.grad(y_ref, xg, g, retain_graph=True))
+        del y, y_ref
+        add("step ours", lambda: torch.autograd.grad(up.upsample_bilinear(xg, size, mode=mode), xg, g))
+        add("step F.interpolate", lambda: torch.autograd.grad(interp(xg), xg, g))
+        # The GPU's share of one call, for the calls above (profiled after every timing of the case).
+        y, y_ref = up.upsample_bilinear(xg, size, mode=mode), interp(xg)
+        profiled = {"forward ours": lambda: up.upsample_bilinear(x, size, mode=mode),
+                    "forward F.interpolate": lambda: interp(x),
+                    "backward ours (autograd)": lambda: torch.autograd.grad(y, xg, g, retain_graph=True),
+                    "backward F.interpolate (autograd)": lambda: torch.autograd.grad(y_ref, xg, g, retain_graph=True)}
+        mine = {r["name"]: r for r in records if r.get("case") == index}
+        for name, fn in profiled.items():
+            mine[name]["kernels"], mine[name]["gpu_ms"] = _kernels(fn, device)
+        del y, y_ref
+        print(f"[{index:2d}] {case['shape']} -> {size} {case['dtype']:8s} {case['layout']:13s} {mode:13s} "
+              f"{moved / 2**20:8.2f} MiB  fw {mine['forward ours']['median_ms']:.4f} ms "
+              f"(F {mine['forward F.interpolate']['median_ms']:.4f})  bw "
+              f"{mine['backward ours (autograd)']['median_ms']:.4f} (F "
+              f"{mine['backward F.interpolate (autograd)']['median_ms']:.4f})", flush=True)
+        del x, xg, g
+        checkpoint(records)  # a long run that is cut short keeps what it measured
+    return records
+
+
+def describe(r: dict) -> str:
+    return (f"{r['shape']} -> {r['size']}, {r['dtype']}, {'NCHW' if r['layout'] == 'nchw' else 'channels_last'}, "
+            f"{r['mode']}")
+
+
+def summary(doc: dict, short: bool = False) -> str:
+    """The distribution of our speed-up over each peer (worst first), the floor on large cases and the
+    host's share; short: the distribution only (the lesson's table)."""
+    env, rows = doc["environment"], doc["records"]
+    by = {(r["case"], r["name"]): r for r in rows if r.get("section") == "sweep"}
+    cases = sorted({r["case"] for r in rows if r.get("section") == "sweep"})
+    where = f"{env['device_name']}, torch {env['torch']}"
+    out = [f"`06_upsample/sweep.py` on an {where}: {len(cases)} cases drawn with a fixed seed (ratios 1/8 to 8 "
+           "on each axis, 64 KiB to 512 MiB of input + output, NCHW and channels_last, float32, bfloat16, float16, "
+           "half_pixel and align_corners); every time is a call as a program makes it (host included, "
+           "`coursekit.timing.bench`, median), ours through `upsample_bilinear` and `torch.autograd.grad`. "
+           "Speed-up = peer's time / ours (above 1: we are faster).", "",
+           "| ours against | worst | 10th percentile | median | best | cases ahead |", "|---|---|---|---|---|---|"]
+    worst_lines = []
+    for metric, ours, peer, label in PEERS:
+        ups = sorted((by[c, peer]["median_ms"] / by[c, ours]["median_ms"], c) for c in cases if (c, peer) in by)
+        if not ups:
+            continue
+        vals = [u for u, _ in ups]
+        p10 = vals[max(0, math.ceil(0.1 * len(vals)) - 1)]
+        out.append(f"| {metric}: {label} | {vals[0]:.2f}x | {p10:.2f}x | {vals[len(vals) // 2]:.2f}x | "
+                   f"{vals[-1]:.2f}x | {sum(v >= 1 for v in vals)} of {len(vals)} |")
+        u, c = ups[0]
+        worst_lines.append(f"- worst {metric} against {label}: {u:.2f}x on {describe(by[c, ours])} "
+                           f"({by[c, ours]['median_ms']:.4f} ms against {by[c, peer]['median_ms']:.4f} ms)")
+        u, c = ups[-1]
+        worst_lines.append(f"  best: {u:.2f}x on {describe(by[c, ours])} "
+                           f"({by[c, ours]['median_ms']:.4f} ms against {by[c, peer]['median_ms']:.4f} ms)")
+    if short:
+        return "\n".join(out) + "\n\nThe worst and best cases, the floor and the host's share: [SPEED.md](SPEED.md).\n"
+    out += ["", *worst_lines]
+    for metric, ours, peer in (("forward", "forward ours", "forward F.interpolate"),
+                               ("backward", "backward ours (autograd)", "backward F.interpolate (autograd)")):
+        behind = [c for c in cases if by[c, ours]["median_ms"] > by[c, peer]["median_ms"]]
+        known = [c for c in behind if by[c, ours].get("gpu_ms") is not None and by[c, peer].get("gpu_ms") is not None]
+        if known:
+            host_bound = [c for c in known if by[c, ours]["gpu_ms"] <= by[c, peer]["gpu_ms"]]
+            out.append(f"- {metric}, the {len(behind)} cases behind `F.interpolate`: in {len(host_bound)} our kernels "
+                       f"take less GPU time than PyTorch's (torch.profiler), so the host's share decides; in "
+                       f"{len(known) - len(host_bound)} our kernels take more")
+    large = [c for c in cases if by[c, "forward ours"]["bytes_in_out"] >= LARGE]
+    if large:
+        out.append("")
+        for name in ("forward ours", "backward ours (autograd)"):
+            fr = sorted((by[c, name]["fraction_of_floor"], c) for c in large)
+            out.append(f"- {name}, the {len(large)} cases of 64 MiB or more: {fr[0][0]:.0%} to {fr[-1][0]:.0%} of "
+                       f"the copy floor (median {fr[len(fr) // 2][0]:.0%}); lowest on {describe(by[fr[0][1], name])}")
+    host_rows = [r for r in rows if r.get("section") == "host"]
+    if host_rows:
+        out += ["", "The host's share: one call of each step, host included (`bench`, median); in brackets the "
+                "GPU kernels it runs (torch.profiler). The operator's autograd is torch.library's "
+                "(`register_autograd`); `upsample_bilinear` takes the eager path (`_Resize`).", "",
+                "| case | step | kernel op | operator | `upsample_bilinear` | `F.interpolate` |",
+                "|---|---|---|---|---|---|"]
+        for key in dict.fromkeys((tuple(r["shape"]), tuple(r["size"]), r["dtype"]) for r in host_rows):
+            for step in ("forward", "backward", "forward + backward"):
+                cells = {r["path"]: r for r in host_rows
+                         if (tuple(r["shape"]), tuple(r["size"]), r["dtype"]) == key and r["step"] == step}
+
+                def cell(p):
+                    if p not in cells:
+                        return "-"
+                    k = cells[p]["kernels"]
+                    return f"{cells[p]['median_ms'] * 1e3:.1f} µs" + ("" if k is None else f" ({k})")
+                out.append(f"| {list(key[0])} -> {list(key[1])} {key[2]} | {step} | "
+                           + " | ".join(cell(p) for p in ("kernel op", "operator", "upsample_bilinear", "F.interpolate"))
+                           + " |")
+    return "\n".join(out) + "\n"
+
+
+def write_block(path: Path, text: str) -> None:
+    old = path.read_text()
+    pattern = re.compile(re.escape(START) + r".*?" + re.escape(END), re.S)
+    assert pattern.search(old), f"{path} has no {START} ... {END} block"
+    path.write_text(pattern.sub(lambda _: f"{START}\n{text}{END}", old))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--threads", type=int, default=2, help="CPU threads (CPU runs only)")
+    parser.add_argument("--quick", action="store_true", help="a few small cases: checks the pipeline, not the speed")
+    parser.add_argument("--no-compile", action="store_true", help="skip torch.compile (it compiles once per case)")
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--readme", action="store_true", help="only regenerate the summaries from --out")
+    args = parser.parse_args()
+    out = args.out or HERE.parent / "results" / f"06_upsample_sweep_{'cuda' if args.readme else args.device}.json"
+    if not args.readme:
+        if args.device == "cpu":
+            torch.set_num_threads(args.threads)
+        up = load_python(HERE, "upsample")
+        bandwidth = timing.copy_bandwidth(args.device, nbytes=(1 << 22) if args.quick else None)
+        min_time = 0.02 if args.quick else 0.1
+        cases = draw_cases(4 if args.quick else CASES, max_bytes=(1 << 20) if args.quick else
+                           (512 << 20) if args.device == "cuda" else (64 << 20))
+        extra = {"quick": args.quick, "copy_bandwidth_GBps": bandwidth / 1e9, "script": "06_upsample/sweep.py",
+                 "cases": len(cases)}
+        first = host(up, args.device, min_time, args.quick)
+        records = first + sweep(up, args.device, cases, min_time, bandwidth, compile_peer=not args.no_compile,
+                                checkpoint=lambda rs: timing.save(out, first + rs, args.device, extra=extra))
+        timing.save(out, records, args.device, extra=extra)
+        print(f"wrote {out}")
+    doc = timing.load(out)
+    print(summary(doc))
+    if args.readme or (not args.quick and args.device == "cuda"):
+        write_block(HERE / "SPEED.md", summary(doc))
+        write_block(HERE / "README.md", summary(doc, short=True))
+
+
+if __name__ == "__main__":
+    main()
