@@ -298,6 +298,12 @@ class _Resize(torch.autograd.Function):
         return _launch(_backward_kernel, grad, input_size, mode, method, scale_h, scale_w), None, None, None, None, None
 
 
+# The eager calls whose arguments passed every check, keyed by what the checks read (shape,
+# dtype, device and the other arguments): a training loop resizes the same shapes again and
+# again, and a second call then costs a dictionary lookup instead of the checks.
+_CHECKED: dict = {}
+
+
 def _plain(t) -> bool:
     """A plain CPU or CUDA tensor in eager mode, with nothing that needs to see the operator."""
     return (type(t) in (torch.Tensor, torch.nn.Parameter) and t.device.type in ("cpu", "cuda")
@@ -363,6 +369,18 @@ def upsample_bilinear(
     F.interpolate does; "tf_legacy" always uses in/out, as TensorFlow does
     (TensorFlow only takes sizes).
     """
+    plain = _plain(x)
+    if plain:  # a call already checked once: its arguments are known good (_CHECKED)
+        try:
+            key = (x.shape, x.dtype, x.device, size, scale_factor, mode, backward, recompute_scale_factor)
+            hit = _CHECKED.get(key)
+        except TypeError:  # a list among the arguments: not hashable, not cached
+            key = hit = None
+        if hit is not None:
+            out_hw, scale_h, scale_w = hit
+            if torch.is_grad_enabled() and x.requires_grad:
+                return _Resize.apply(x, out_hw, mode, scale_h, scale_w, backward)
+            return _launch(_forward_kernel, x, out_hw, mode, scale_h, scale_w)
     if not isinstance(x, torch.Tensor) or x.dim() != 4:
         shape = list(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
         raise ValueError(f"upsample_bilinear: x must be a 4-D (N, C, H, W) tensor, got {shape}")
@@ -373,10 +391,14 @@ def upsample_bilinear(
     out_hw, scales = output_geometry(x.shape[2:], size, scale_factor, recompute_scale_factor)
     if mode != "half_pixel":
         scales = (None, None)  # align_corners ignores them in PyTorch; TensorFlow has none
-    if not _plain(x):
+    if not plain:
         return _forward(x, list(out_hw), mode, scales[0], scales[1], backward)
     _check_forward(x, out_hw, mode, scales[0], scales[1], backward)
     _check_device("upsample_bilinear2d", "x", x)
+    if key is not None:
+        if len(_CHECKED) >= 4096:  # a program that resizes ever new shapes: start over
+            _CHECKED.clear()
+        _CHECKED[key] = (list(out_hw), scales[0], scales[1])
     if torch.is_grad_enabled() and x.requires_grad:
         return _Resize.apply(x, list(out_hw), mode, scales[0], scales[1], backward)
     return _launch(_forward_kernel, x, list(out_hw), mode, scales[0], scales[1])
