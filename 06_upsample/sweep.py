@@ -106,14 +106,12 @@ HOST_CASES = [  # (shape, size, dtype): a small case, where the host sets the pa
 ]
 
 
-def host(up, device: str, min_time: float, quick: bool) -> list[dict]:
-    records = []
-    for shape, size, dtype in HOST_CASES[:1] if quick or device == "cpu" else HOST_CASES:
-        records += host_case(up, device, min_time, shape, size, dtype)
-    return records
+def host_cases(device: str, quick: bool) -> list:
+    return HOST_CASES[:1] if quick or device == "cpu" else HOST_CASES
 
 
-def host_case(up, device: str, min_time: float, shape, size, dtype) -> list[dict]:
+def host_calls(up, device: str, shape, size, dtype) -> list[tuple[str, str, object]]:
+    """[(step, path, fn)] for one host case; the tensors live as long as the closures."""
     ops, mode = torch.ops.ch06, "half_pixel"
     x = _make(shape, dtype, "nchw", device)
     xg = x.clone().requires_grad_(True)
@@ -121,7 +119,7 @@ def host_case(up, device: str, min_time: float, shape, size, dtype) -> list[dict
     y_op = ops.upsample_bilinear2d(xg, size, mode, None, None, "gather")
     y_fn = up.upsample_bilinear(xg, size, mode=mode)
     y_ref = F.interpolate(xg, size=size, mode="bilinear", align_corners=False)
-    calls = [
+    return [
         ("forward", "kernel op", lambda: ops._upsample_bilinear2d_kernel(x, size, mode, None, None)),
         ("forward", "operator", lambda: ops.upsample_bilinear2d(x, size, mode, None, None, "gather")),
         ("forward", "upsample_bilinear", lambda: up.upsample_bilinear(x, size, mode=mode)),
@@ -138,70 +136,85 @@ def host_case(up, device: str, min_time: float, shape, size, dtype) -> list[dict
         ("forward + backward", "F.interpolate",
          lambda: torch.autograd.grad(F.interpolate(xg, size=size, mode="bilinear", align_corners=False), xg, g)),
     ]
+
+
+def host(up, device: str, min_time: float, quick: bool) -> list[dict]:
     records = []
-    name_of_dtype = str(dtype).replace("torch.", "")
-    for step, name, fn in calls:  # every timing first: the profiler stays out of them
-        t = timing.bench(fn, device, min_run_time=5 * min_time)
-        records.append(timing.record(f"host {step}, {name}", t, section="host", step=step, path=name,
-                                     shape=list(shape), size=size, dtype=name_of_dtype))
-    for row, (step, name, fn) in zip(records, calls):
-        row["kernels"], row["gpu_ms"] = _kernels(fn, device)
-        print(f"host {str(shape):18s} {name_of_dtype:8s} {step:20s} {name:20s} {row['median_ms'] * 1e3:9.1f} us  "
-              f"{row['kernels']} kernels", flush=True)
+    for shape, size, dtype in host_cases(device, quick):
+        name_of_dtype = str(dtype).replace("torch.", "")
+        for step, path, fn in host_calls(up, device, shape, size, dtype):
+            t = timing.bench(fn, device, min_run_time=5 * min_time)
+            records.append(timing.record(f"host {step}, {path}", t, section="host", step=step, path=path,
+                                         shape=list(shape), size=size, dtype=name_of_dtype))
+            print(f"host {str(shape):18s} {name_of_dtype:8s} {step:20s} {path:20s} {t.median_ms * 1e3:9.1f} us",
+                  flush=True)
     return records
+
+
+def case_calls(up, device: str, case: dict, seed: int, compile_peer: bool = False) -> tuple[dict, dict]:
+    """({record name: fn} for one sweep case, its fields); the tensors live as long as the closures."""
+    torch.manual_seed(seed)
+    dtype, size, mode = DTYPES[case["dtype"]], case["size"], case["mode"]
+    ac = mode == "align_corners"
+    x = _make(case["shape"], dtype, case["layout"], device)
+    xg = x.detach().clone().requires_grad_(True)
+    g = _make(case["shape"][:2] + size, dtype, case["layout"], device)
+
+    def interp(t):
+        return F.interpolate(t, size=size, mode="bilinear", align_corners=ac)
+
+    y, y_ref = up.upsample_bilinear(xg, size, mode=mode), interp(xg)
+    calls = {"forward ours": lambda: up.upsample_bilinear(x, size, mode=mode),
+             "forward F.interpolate": lambda: interp(x)}
+    if compile_peer:
+        torch._dynamo.reset()
+        compiled = torch.compile(interp, dynamic=False)
+        calls["forward torch.compile"] = lambda: compiled(x)
+    calls |= {"backward ours (autograd)": lambda: torch.autograd.grad(y, xg, g, retain_graph=True),
+              "backward F.interpolate (autograd)": lambda: torch.autograd.grad(y_ref, xg, g, retain_graph=True),
+              "step ours": lambda: torch.autograd.grad(up.upsample_bilinear(xg, size, mode=mode), xg, g),
+              "step F.interpolate": lambda: torch.autograd.grad(interp(xg), xg, g)}
+    return calls, dict(out_shape=list(g.shape), bytes_in_out=timing.nbytes(x, g))
 
 
 def sweep(up, device: str, cases: list[dict], min_time: float, bandwidth: float, compile_peer: bool,
           checkpoint=lambda records: None) -> list[dict]:
     records = []
     for index, case in enumerate(cases):
-        torch.manual_seed(index)
-        dtype, size, mode = DTYPES[case["dtype"]], case["size"], case["mode"]
-        ac = mode == "align_corners"
-        x = _make(case["shape"], dtype, case["layout"], device)
-        xg = x.detach().clone().requires_grad_(True)
-        g = _make(case["shape"][:2] + size, dtype, case["layout"], device)
-        moved = timing.nbytes(x, g)
-        common = dict(section="sweep", case=index, **case, out_shape=list(g.shape), bytes_in_out=moved)
-
-        def interp(t):
-            return F.interpolate(t, size=size, mode="bilinear", align_corners=ac)
-
-        def add(name, fn):
+        calls, fields = case_calls(up, device, case, index, compile_peer)
+        common = dict(section="sweep", case=index, **case, **fields)
+        for name, fn in calls.items():
             t = timing.bench(fn, device, min_run_time=min_time)
-            records.append(timing.record(name, t, moved, bandwidth, **common))
-
-        add("forward ours", lambda: up.upsample_bilinear(x, size, mode=mode))
-        add("forward F.interpolate", lambda: interp(x))
-        if compile_peer:
-            torch._dynamo.reset()
-            compiled = torch.compile(interp, dynamic=False)
-            add("forward torch.compile", lambda: compiled(x))
-            del compiled
-        y, y_ref = up.upsample_bilinear(xg, size, mode=mode), interp(xg)
-        add("backward ours (autograd)", lambda: torch.autograd.grad(y, xg, g, retain_graph=True))
-        add("backward F.interpolate (autograd)", lambda: torch.autograd.grad(y_ref, xg, g, retain_graph=True))
-        del y, y_ref
-        add("step ours", lambda: torch.autograd.grad(up.upsample_bilinear(xg, size, mode=mode), xg, g))
-        add("step F.interpolate", lambda: torch.autograd.grad(interp(xg), xg, g))
-        # The GPU's share of one call, for the calls above (profiled after every timing of the case).
-        y, y_ref = up.upsample_bilinear(xg, size, mode=mode), interp(xg)
-        profiled = {"forward ours": lambda: up.upsample_bilinear(x, size, mode=mode),
-                    "forward F.interpolate": lambda: interp(x),
-                    "backward ours (autograd)": lambda: torch.autograd.grad(y, xg, g, retain_graph=True),
-                    "backward F.interpolate (autograd)": lambda: torch.autograd.grad(y_ref, xg, g, retain_graph=True)}
+            records.append(timing.record(name, t, fields["bytes_in_out"], bandwidth, **common))
         mine = {r["name"]: r for r in records if r.get("case") == index}
-        for name, fn in profiled.items():
-            mine[name]["kernels"], mine[name]["gpu_ms"] = _kernels(fn, device)
-        del y, y_ref
-        print(f"[{index:2d}] {case['shape']} -> {size} {case['dtype']:8s} {case['layout']:13s} {mode:13s} "
-              f"{moved / 2**20:8.2f} MiB  fw {mine['forward ours']['median_ms']:.4f} ms "
-              f"(F {mine['forward F.interpolate']['median_ms']:.4f})  bw "
+        print(f"[{index:2d}] {case['shape']} -> {case['size']} {case['dtype']:8s} {case['layout']:13s} "
+              f"{case['mode']:13s} {fields['bytes_in_out'] / 2**20:8.2f} MiB  fw {mine['forward ours']['median_ms']:.4f}"
+              f" ms (F {mine['forward F.interpolate']['median_ms']:.4f})  bw "
               f"{mine['backward ours (autograd)']['median_ms']:.4f} (F "
               f"{mine['backward F.interpolate (autograd)']['median_ms']:.4f})", flush=True)
-        del x, xg, g
+        del calls
         checkpoint(records)  # a long run that is cut short keeps what it measured
     return records
+
+
+PROFILED = ("forward ours", "forward F.interpolate", "backward ours (autograd)", "backward F.interpolate (autograd)")
+
+
+def profile_all(up, device: str, cases: list[dict], quick: bool, records: list[dict]) -> None:
+    """The GPU's share of a call (kernels and their time, torch.profiler), once every timing is taken:
+    a profiler that has run can leave the launches of the calls timed after it slower."""
+    if device != "cuda":
+        return
+    host_rows = iter(r for r in records if r.get("section") == "host")
+    for shape, size, dtype in host_cases(device, quick):
+        for (_, _, fn), row in zip(host_calls(up, device, shape, size, dtype), host_rows):
+            row["kernels"], row["gpu_ms"] = _kernels(fn, device)
+    by = {(r["case"], r["name"]): r for r in records if r.get("section") == "sweep"}
+    for index, case in enumerate(cases):
+        calls, _ = case_calls(up, device, case, index)
+        for name in PROFILED:
+            by[index, name]["kernels"], by[index, name]["gpu_ms"] = _kernels(calls[name], device)
+        del calls
 
 
 def describe(r: dict) -> str:
@@ -259,7 +272,7 @@ def summary(doc: dict, short: bool = False) -> str:
     host_rows = [r for r in rows if r.get("section") == "host"]
     if host_rows:
         out += ["", "The host's share: one call of each step, host included (`bench`, median); in brackets the "
-                "GPU kernels it runs (torch.profiler). The operator's autograd is torch.library's "
+                "kernels it runs on the GPU and their time (torch.profiler, one call, profiled after every timing). The operator's autograd is torch.library's "
                 "(`register_autograd`); `upsample_bilinear` takes the eager path (`_Resize`).", "",
                 "| case | step | kernel op | operator | `upsample_bilinear` | `F.interpolate` |",
                 "|---|---|---|---|---|---|"]
@@ -271,8 +284,9 @@ def summary(doc: dict, short: bool = False) -> str:
                 def cell(p):
                     if p not in cells:
                         return "-"
-                    k = cells[p]["kernels"]
-                    return f"{cells[p]['median_ms'] * 1e3:.1f} µs" + ("" if k is None else f" ({k})")
+                    k, gpu = cells[p].get("kernels"), cells[p].get("gpu_ms")
+                    return f"{cells[p]['median_ms'] * 1e3:.1f} µs" + (
+                        "" if k is None else f" ({k}: {gpu * 1e3:.1f} µs)")
                 out.append(f"| {list(key[0])} -> {list(key[1])} {key[2]} | {step} | "
                            + " | ".join(cell(p) for p in ("kernel op", "operator", "upsample_bilinear", "F.interpolate"))
                            + " |")
@@ -309,6 +323,8 @@ def main() -> None:
         first = host(up, args.device, min_time, args.quick)
         records = first + sweep(up, args.device, cases, min_time, bandwidth, compile_peer=not args.no_compile,
                                 checkpoint=lambda rs: timing.save(out, first + rs, args.device, extra=extra))
+        timing.save(out, records, args.device, extra=extra)
+        profile_all(up, args.device, cases, args.quick, records)
         timing.save(out, records, args.device, extra=extra)
         print(f"wrote {out}")
     doc = timing.load(out)
