@@ -21,7 +21,7 @@ if "CUDA_HOME" not in os.environ and os.path.isfile("/usr/local/cuda/bin/nvcc"):
 from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CppExtension, CUDAExtension  # reads CUDA_HOME
 
 NAME = "ch05_trilinear"  # the module to import; the compiler sees it as TORCH_EXTENSION_NAME
-PY_MODULES = ["trilinear_function", "trilinear_op", "ste", "module"]  # the Python layer, installed beside the extension
+PY_MODULES = ["trilinear_function", "trilinear_op", "trilinear_triton", "ste", "module"]  # the Python layer, installed beside the extension
 
 # The same flags as the course's own builds (coursekit/build.py).
 CXX_FLAGS = ["-O3"]  # torch adds the C++ standard it was built with

@@ -4,8 +4,10 @@ Without a GPU, a CUDA exercise would only be compiled. Here its kernel and launc
 on the CPU, thread by thread (emu/cuda_emu.h: fibers that switch at barriers and shuffles,
 in a shuffled order; guard-paged tensors; poisoned outputs; the driver's launch limits), so
 the exercise's emulated tests give a verdict: correct results, no read or write outside a
-tensor, every output written, a valid launch. What a GPU adds: speed, and the real memory
-system.
+tensor, every output written, every barrier reached by every thread, a valid launch (shared
+memory starts each block poisoned, so a read of a slot no thread wrote shows). What a GPU
+adds: speed, and the real memory system. build_program runs a whole small program (a main()
+with cudaMalloc and a launch: 04_backward/debugging/) the same way.
 
 How: each .cu/.cuh/.h of the chapter's csrc/ (the learner's composite, when grading) is
 copied with three changes, and nothing else: CUDA and c10-CUDA includes point at the
@@ -112,15 +114,50 @@ def transform(text: str, path: str) -> str:
     if last >= 0:
         lines.insert(last + 1, f'#include "cuda_emu_late.h"\n#line {last + 2} "{path}"\n')
     # nvcc refuses an initializer on a __shared__ variable; here __shared__ is `static`, which
-    # would take it: refuse it on its own line, with nvcc's message
+    # would take it: refuse it on its own line, with nvcc's message. A declaration on one line,
+    # `__shared__ T name[...];`, is followed (on the same line) by a SharedPoison that poisons
+    # the variable at each block's start (cuda_emu.h).
     for i, line in enumerate(lines):
         code = line.split("//", 1)[0]
         if re.search(r"__shared__[^;]*=", code):
             lines[i] = '#error "initializer not allowed for __shared__ variable (nvcc refuses it too)"\n'
+            continue
+        m = re.fullmatch(r"(\s*__shared__\s[^;]*?\b(\w+)\s*(?:\[[^\]]*\]\s*)*;)(.*)", line.rstrip("\n"))
+        if m and not code.lstrip().startswith("#"):
+            lines[i] = (f"{m.group(1)} static ::emu::SharedPoison emu_poison_{m.group(2)}(&{m.group(2)}, "
+                        f"sizeof({m.group(2)}));{m.group(3)}\n")
     text = "".join(lines)
     for old, new in RENAMES.items():
         text = text.replace(old, new)
     return rewrite_launches(text)
+
+
+def build_program(source: str | Path, defines: tuple[str, ...] = ()) -> Path:
+    """A whole CUDA program (a .cu file with a main() that calls cudaMalloc, cudaMemcpy, a kernel
+    launch ...) compiled for the CPU: the executable's path. Its device memory is guard-paged
+    (emu/cuda_emu_runtime.h); an error the judge finds in a launch ends it with the judge's
+    report on stderr and exit status 99; COURSE_EMU_SEED picks the order of the threads."""
+    import os
+    import subprocess
+
+    source = Path(source).resolve()
+    text = transform(source.read_text(), str(source))
+    digest = hashlib.sha1(text.encode() + " ".join(defines).encode())
+    for f in sorted(EMU.iterdir()):
+        digest.update(f.name.encode() + f.read_bytes())
+    out = BUILD / "programs" / f"{source.stem}-{digest.hexdigest()[:10]}"
+    exe = out / source.stem
+    if not exe.is_file():
+        out.mkdir(parents=True, exist_ok=True)
+        (out / f"{source.stem}.cpp").write_text(text)
+        tmp = Path(f"{exe}.{os.getpid()}")  # then renamed: a parallel build of the same program is harmless
+        cmd = ["c++", "-std=c++17", "-O0", "-g", "-DCOURSE_EMULATE", *(f"-D{d}" for d in defines), f"-I{EMU}",
+               "-include", "cuda_emu_runtime.h", str(out / f"{source.stem}.cpp"), "-o", str(tmp)]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"the GPU-free judge could not compile {source.name}:\n{proc.stderr[-4000:]}")
+        tmp.rename(exe)
+    return exe
 
 
 def build(number: str, source: str | Path | None = None) -> ModuleType:

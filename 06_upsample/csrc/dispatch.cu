@@ -159,8 +159,7 @@ void with_kernel(const torch::stable::Tensor& in, torch::stable::Tensor& out, co
                  bool gather, std::string_view forced, F&& then) {
   const torch::stable::accelerator::DeviceGuard guard(in.get_device_index());  // the tensor's GPU
   const cudaStream_t stream = current_stream(in.get_device_index());
-  dispatch_floating_types(in.scalar_type(), "upsample_bilinear2d (CUDA)", [&](auto tag) {
-    using scalar_t = typename decltype(tag)::type;
+  THO_DISPATCH_V2(in.scalar_type(), "upsample_bilinear2d (CUDA)", AT_WRAP(([&] {
     using T = opmath_type<scalar_t>;
     const Call<scalar_t> c{in, out, g, axis_ratio<T>(g.H_in, g.H_out, g.mode, g.scale_h),
                            axis_ratio<T>(g.W_in, g.W_out, g.mode, g.scale_w), stream};
@@ -179,7 +178,7 @@ void with_kernel(const torch::stable::Tensor& in, torch::stable::Tensor& out, co
       k = *named;
     }
     then(k, c);
-  });
+  })), AT_FLOATING_TYPES, torch::headeronly::ScalarType::Half, torch::headeronly::ScalarType::BFloat16);
 }
 
 }  // namespace

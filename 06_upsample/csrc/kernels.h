@@ -1,12 +1,13 @@
 #pragma once
-// Chapter 06: what the kernels receive, and two things the ATen API provided that
-// the stable API does not.
+// Chapter 06: what the kernels receive, and the header-only stand-ins for what the
+// ATen API provided.
 //
 // The kernels see torch::stable::Tensor (torch/csrc/stable/tensor.h): a handle
 // whose every method is a call through a C function of libtorch (the "shim"),
 // so nothing about at::Tensor's layout is compiled into this library.
 #include <torch/csrc/stable/ops.h>
 #include <torch/csrc/stable/tensor.h>
+#include <torch/headeronly/core/Dispatch_v2.h>
 #include <torch/headeronly/core/ScalarType.h>
 #include <torch/headeronly/util/BFloat16.h>
 #include <torch/headeronly/util/Exception.h>
@@ -35,33 +36,19 @@ struct OpMath<torch::headeronly::BFloat16> {
 template <typename scalar_t>
 using opmath_type = typename OpMath<scalar_t>::type;
 
-// AT_DISPATCH_FLOATING_TYPES_AND2(kHalf, kBFloat16, ...), which lives in ATen: one
-// switch over the four dtypes the kernels are compiled for, calling `body` with a
-// TypeTag<scalar_t>. The body is a generic lambda that starts with
-//   using scalar_t = typename decltype(tag)::type;
-// (The header-only THO_DISPATCH_V2 is a macro: a body with a comma outside
-// parentheses, `<<<grid, block, 0, stream>>>` for one, does not survive it.)
-template <typename T>
-struct TypeTag {
-  using type = T;
-};
-
-template <typename F>
-inline void dispatch_floating_types(torch::headeronly::ScalarType dtype, const char* name, F&& body) {
-  using torch::headeronly::ScalarType;
-  switch (dtype) {
-    case ScalarType::Double:
-      return body(TypeTag<double>{});
-    case ScalarType::Float:
-      return body(TypeTag<float>{});
-    case ScalarType::Half:
-      return body(TypeTag<torch::headeronly::Half>{});
-    case ScalarType::BFloat16:
-      return body(TypeTag<torch::headeronly::BFloat16>{});
-    default:
-      STD_TORCH_CHECK(false, name, " not implemented for '", torch::headeronly::toString(dtype), "'");
-  }
-}
+// AT_DISPATCH_FLOATING_TYPES_AND2(kHalf, kBFloat16, ...) lives in ATen; its
+// header-only counterpart is THO_DISPATCH_V2 (torch/headeronly/core/Dispatch_v2.h:
+// macros, compiled into this library, nothing looked up in libtorch at run time):
+// one switch over the dtypes listed, running the body with `scalar_t` defined:
+//
+//   THO_DISPATCH_V2(t.scalar_type(), "name", AT_WRAP(([&] {
+//     kernel<scalar_t><<<grid, block, 0, stream>>>(...);
+//   })), AT_FLOATING_TYPES, ScalarType::Half, ScalarType::BFloat16);
+//
+// The body is one macro argument: AT_WRAP lets its commas through, and the extra
+// parentheses around the lambda keep them inside one argument on the way down
+// (without them, the comma of `std::pair<int, float>` or of `<<<grid, block>>>`
+// splits the lambda into pieces). A dtype not listed raises "not implemented for".
 
 // A channels-last tensor of shape (N, C, H, W) with strides (HWC, 1, WC, C):
 // (N, H, W, C) packed, viewed with its axes in NCHW order. (at::empty with

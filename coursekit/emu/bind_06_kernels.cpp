@@ -16,11 +16,10 @@ void emu06_gather_plain(AtenTensorHandle grad_out, AtenTensorHandle grad_in, int
                    std::isnan(scale_h) ? std::nullopt : std::optional<double>(scale_h),
                    std::isnan(scale_w) ? std::nullopt : std::optional<double>(scale_w)};
   g.channels = in.size(1);
-  dispatch_floating_types(in.scalar_type(), "emulated gather", [&](auto tag) {
-    using scalar_t = typename decltype(tag)::type;
+  THO_DISPATCH_V2(in.scalar_type(), "emulated gather", AT_WRAP(([&] {
     using T = opmath_type<scalar_t>;
     const ch06::Call<scalar_t> c{in, out, g, axis_ratio<T>(g.H_in, g.H_out, g.mode, g.scale_h),
                                  axis_ratio<T>(g.W_in, g.W_out, g.mode, g.scale_w), nullptr};
     ch06::launch_gather_plain(c);
-  });
+  })), AT_FLOATING_TYPES, torch::headeronly::ScalarType::Half, torch::headeronly::ScalarType::BFloat16);
 }

@@ -13,6 +13,12 @@
 //     hardware does (width, out-of-range lanes keep their own value);
 //   - launch configurations are checked as the driver checks them (block size,
 //     grid limits), and a bad one is the error a GPU would report;
+//   - a barrier must be reached by every thread of the block, at the same
+//     __syncthreads(): a thread that ends without it, or waits at another one, is
+//     an error naming both threads and lines (compute-sanitizer's synccheck on a GPU);
+//   - shared memory starts each block poisoned (every byte 0xFF; emulate.py marks each
+//     __shared__ variable), so a read of a slot no thread wrote gives NaN (or -1), as
+//     garbage would, instead of the zeros of a fresh static variable;
 //   - tensors the judge hands to a kernel live in guard-paged buffers (guarded_alloc):
 //     a read or write past either end stops being silent and names the kernel, the
 //     block, the thread and the offset. Outputs start poisoned (every byte 0xFF), so
@@ -87,6 +93,7 @@ struct Fiber {
   int linear = 0;
   bool done = false;
   int waiting = 0;  // 0 runnable, 1 at __syncthreads, 2 at a warp operation
+  int line = 0;     // the line of the __syncthreads() it waits at
   // a warp operation: what this lane gives, where it reads, what it gets
   uint64_t give = 0, get = 0;
   int src = 0, op = 0;
@@ -121,6 +128,7 @@ struct State {
   bool handler = false;
   sigjmp_buf escape;  // a fault outside every guarded buffer ends the launch here
   bool armed = false;
+  std::vector<std::pair<void*, size_t>> shared;  // the __shared__ variables seen (SharedPoison)
 };
 
 inline State& st() {
@@ -257,9 +265,31 @@ inline void resume(Fiber& f) {
   s.cur = nullptr;
 }
 
-inline void syncthreads() {
+inline void syncthreads(int line) {
   self().waiting = 1;
+  self().line = line;
   yield();
+}
+
+// Shared memory holds no value until a thread of the block writes one: poison it (as the
+// outputs are) at each block's start. emulate.py follows every `__shared__ T name[...];`
+// with a `static SharedPoison`, which registers the variable the first time a thread
+// passes its declaration.
+inline void poison_shared() {
+  for (const auto& v : st().shared) memset(v.first, 0xFF, v.second);
+}
+struct SharedPoison {
+  SharedPoison(void* p, size_t n) {
+    for (const auto& v : st().shared) {
+      if (v.first == p) return;
+    }
+    st().shared.emplace_back(p, n);
+    memset(p, 0xFF, n);
+  }
+};
+
+inline std::string tid_text(const Fiber& f) {
+  return "(" + std::to_string(f.tid.x) + ", " + std::to_string(f.tid.y) + ", " + std::to_string(f.tid.z) + ")";
 }
 
 // Warp operations: op 1 shuffle, 2 ballot, 3 syncwarp. src < 0: keep your own value.
@@ -338,6 +368,24 @@ inline bool release() {
     all = all && f.waiting == 1;
   }
   if (any && all) {
+    // Every thread of the block at one and the same barrier (CUDA C++ Programming Guide,
+    // __syncthreads(): in conditional code only if the condition is the same for the whole
+    // block). A thread that ended, or waits at another barrier, breaks it.
+    const Fiber* first = nullptr;
+    for (int i = 0; i < n && !first; ++i) {
+      if (!s.fibers[i].done) first = &s.fibers[i];
+    }
+    for (int i = 0; i < n; ++i) {
+      const Fiber& f = s.fibers[i];
+      if (!f.done && f.line == first->line) continue;
+      throw std::runtime_error(
+          "barrier error in " + s.kernel + ", block (" + std::to_string(s.bidx.x) + ", " +
+          std::to_string(s.bidx.y) + ", " + std::to_string(s.bidx.z) + "): thread " + tid_text(*first) +
+          " waits at the __syncthreads() on line " + std::to_string(first->line) + ", thread " + tid_text(f) +
+          (f.done ? " ended without reaching it" : " waits at the one on line " + std::to_string(f.line)) +
+          " (a barrier inside a branch that not every thread takes, or after a return? Every thread of the "
+          "block must reach the same __syncthreads(), or none)");
+    }
     for (int i = 0; i < n; ++i) s.fibers[i].waiting = 0;
     return true;
   }
@@ -406,6 +454,7 @@ inline void launch(const char* kernel, const Config& c, const std::function<void
     for (unsigned by = 0; by < c.grid.y; ++by) {
       for (unsigned bx = 0; bx < c.grid.x; ++bx) {
         s.bidx = {bx, by, bz};
+        poison_shared();
         for (int i = 0; i < n; ++i) {
           Fiber& f = s.fibers[i];
           f.linear = i;
@@ -473,7 +522,7 @@ inline long long unwritten(const T* data, long long n, long long* first) {
 #define blockDim (::emu::st().block)
 #define gridDim (::emu::st().grid)
 
-inline void __syncthreads() { ::emu::syncthreads(); }
+#define __syncthreads() ::emu::syncthreads(__LINE__)
 inline void __syncwarp(unsigned = 0xffffffffu) { ::emu::warp_op(3, 0, -1); }
 
 template <typename T>

@@ -311,3 +311,85 @@ VARIANTS += [
             "const P* f_n = reinterpret_cast<const P*>(feats) + n * 8 * packs;\n"
             "  P* out_n = reinterpret_cast<P*>(out) + n * packs;", cuda_only=True, correct=True),
 ]
+
+# profile-call: profiling one call (03_validate/profiling.py). The mistakes of reading a profile:
+# nested ranges added twice, the profiler's and the runtime's events taken for work, wall time for
+# device time, a synchronize in the host's time, the warm-up inside the recorded step, the profiler's
+# own start-up inside it.
+_PROF = "profiling.py"
+_PROF_OPEN = "    with profile(activities=activities, schedule=schedule(wait=0, warmup=warmup, active=1)) as prof:\n"
+_PROF_WARMUP = ("        for _ in range(warmup):  # lazy loading, allocation, the profiler's own start: not what a call costs\n"
+                "            fn()\n"
+                "            if cuda:\n"
+                "                torch.cuda.synchronize(dev)  # no warm-up kernel may finish inside the recorded step\n"
+                "            prof.step()\n")
+_PROF_CALL = ("        with record_function(\"profile_call\"):  # the call itself, on the host\n"
+              "            fn()\n")
+_PROF_SYNC = ("        if cuda:\n"
+              "            torch.cuda.synchronize(dev)  # every kernel of the call has run before the profile ends\n")
+_PROF_HOST = ("    host_us = next(e[\"dur\"] for e in events if e[\"cat\"] == \"user_annotation\" "
+              "and e[\"name\"] == \"profile_call\")\n")
+_PROF_DEVICE = "device_us=float(sum(e[\"dur\"] for e in work))"
+_PROF_KERNELS = "work = [e for e in events if e[\"cat\"] == \"kernel\"]"
+VARIANTS += [
+    Variant("profile-all-cpu-ops", "counts every operator on the CPU, the ones nested inside others too",
+            _PROF, "            if e[\"ts\"] >= ends.get(e[\"tid\"], float(\"-inf\")):", "            if True:"),
+    Variant("profile-ranges-as-operators", "takes record_function ranges (user_annotation) for operators: the "
+            "call's own range encloses everything and is the one top-level event",
+            _PROF, "(e for e in events if e[\"cat\"] == \"cpu_op\")",
+            "(e for e in events if e[\"cat\"] in (\"cpu_op\", \"user_annotation\"))"),
+    Variant("profile-count-names", "counts operator names (the rows of key_averages), not calls",
+            _PROF, "kernels=len(work))", "kernels=len({e[\"name\"] for e in work}))"),
+    Variant("profile-nested-time-twice", "counts the top-level operators but sums the durations of all of them, "
+            "nested ranges included",
+            _PROF, _PROF_DEVICE,
+            "device_us=float(sum(e[\"dur\"] for e in events if e[\"cat\"] == (\"kernel\" if cuda else \"cpu_op\")))"),
+    Variant("profile-key-averages-device-total", "device time as the sum of key_averages' device_time_total over "
+            "every row: operators count the kernels they enclose, nested ones again (and 0 on the CPU)",
+            _PROF, _PROF_DEVICE, "device_us=float(sum(a.device_time_total for a in prof.key_averages()))"),
+    Variant("profile-host-sums-host-events", "host time as the sum of every host range in the call (operators "
+            "and record_function ranges): nested ranges added up",
+            _PROF, _PROF_HOST,
+            "    host_us = sum(e[\"dur\"] for e in events if e[\"cat\"] in (\"cpu_op\", \"user_annotation\"))\n"),
+    Variant("profile-device-is-wall-time", "device time as the wall time of the whole profile (its \"Trace\" "
+            "event): the call and its synchronize",
+            _PROF, _PROF_DEVICE, "device_us=float(next(e[\"dur\"] for e in events if e[\"cat\"] == \"Trace\"))"),
+    Variant("profile-warmup-recorded", "records every step: the warm-up calls are in the profile",
+            _PROF, "schedule=schedule(wait=0, warmup=warmup, active=1)", "schedule=schedule(wait=0, warmup=0, active=warmup + 1)"),
+    Variant("profile-no-warmup", "profiles the first call: no warm-up",
+            _PROF, "        for _ in range(warmup):  # lazy", "        for _ in range(0):  # lazy"),
+    Variant("profile-one-warmup-too-many", "warmup + 1 calls before the profiled one",
+            _PROF, "        for _ in range(warmup):  # lazy", "        for _ in range(warmup + 1):  # lazy"),
+    # on a GPU
+    Variant("profile-cuda-counts-launches", "counts the cudaLaunchKernel calls (cuda_runtime) as well as the "
+            "kernels: each kernel twice",
+            _PROF, _PROF_KERNELS, "work = [e for e in events if e[\"cat\"] in (\"kernel\", \"cuda_runtime\")]",
+            cuda_only=True),
+    Variant("profile-cuda-every-gpu-row", "counts every event on the GPU's rows: copies, memsets and the GPU "
+            "copy of each record_function range",
+            _PROF, _PROF_KERNELS,
+            "work = [e for e in events if e[\"cat\"] in (\"kernel\", \"gpu_memcpy\", \"gpu_memset\", \"gpu_user_annotation\")]",
+            cuda_only=True),
+    Variant("profile-cuda-sync-in-host-time", "synchronizes inside the call's host range: host time includes "
+            "waiting for the GPU",
+            _PROF, _PROF_CALL + _PROF_SYNC,
+            "        with record_function(\"profile_call\"):\n            fn()\n            if cuda:\n"
+            "                torch.cuda.synchronize(dev)\n", cuda_only=True),
+    Variant("profile-cuda-by-name", "GPU or CPU decided by the string \"cuda\": \"cuda:0\" and torch.device are "
+            "profiled without CUDA activity",
+            _PROF, "    cuda = dev.type == \"cuda\"", "    cuda = str(device) == \"cuda\"", cuda_only=True),
+    Variant("profile-cuda-no-sync-after-warmup", "no synchronize after the warm-up calls: their kernels still "
+            "run when the recorded step starts",
+            _PROF, _PROF_WARMUP, "        for _ in range(warmup):  # lazy\n            fn()\n            prof.step()\n",
+            cuda_only=True),
+    Variant("profile-warmup-outside-profiler", "warms up before starting the profiler, then records its first "
+            "call: the profiler's start-up (its first kernel launch) lands in the host's time",
+            _PROF, _PROF_OPEN + _PROF_WARMUP,
+            "    for _ in range(warmup):\n        fn()\n    if cuda:\n        torch.cuda.synchronize(dev)\n"
+            "    with profile(activities=activities) as prof:\n", cuda_only=True),
+    # correct: the host's time on the host's clock
+    Variant("profile-host-perf-counter", "host time with time.perf_counter() around the call, inside the profile",
+            _PROF, _PROF_CALL + _PROF_SYNC + "    events = trace_events(prof)\n" + _PROF_HOST,
+            "        start = time.perf_counter()\n        fn()\n        host_us = (time.perf_counter() - start) * 1e6\n"
+            + _PROF_SYNC + "    events = trace_events(prof)\n", correct=True),
+]

@@ -1,0 +1,95 @@
+// Seeded bug 2: a race on shared memory (a barrier left out).
+// The tool that finds it on a GPU: compute-sanitizer --tool racecheck.
+//
+// row_dot: out[n] = sum over f of g[n, f] * x[n, f], one block of 256 threads per row n:
+// the reduction of chapter 04's points gradient, in its two steps: warp shuffles, then
+// shared memory across the 8 warps.
+//
+// The bug: no __syncthreads() between the warps' stores to partial[] and thread 0's loads
+// of them. Nothing orders warp 0 (thread 0's) after warps 1-7: thread 0 may read a slot
+// before its warp has written it (this block's sum, or what the previous block on this
+// multiprocessor left there). The result is right or wrong by timing; racecheck reports
+// the hazard whatever the timing. The fix, compiled with -DFIXED: the barrier.
+//
+//   nvcc -lineinfo -o race race.cu && compute-sanitizer --tool racecheck ./race
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+constexpr int kThreads = 256;  // 8 warps
+
+__global__ void row_dot(const float* __restrict__ g, const float* __restrict__ x, float* __restrict__ out, int F) {
+  const int n = blockIdx.x;
+  float sum = 0.0f;
+  for (int f = threadIdx.x; f < F; f += blockDim.x) {
+    sum += g[n * F + f] * x[n * F + f];
+  }
+  // 1. Warp: lane 0 ends with the sum of its warp's 32 values.
+  for (int offset = 16; offset > 0; offset /= 2) {
+    sum += __shfl_down_sync(0xffffffffu, sum, offset);
+  }
+  // 2. Block: lane 0 of each warp leaves its sum in shared memory; thread 0 adds them up.
+  __shared__ float partial[kThreads / 32];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) {
+    partial[warp] = sum;
+  }
+#ifdef FIXED
+  __syncthreads();
+#endif
+  // BUG (without FIXED): no barrier here; thread 0 reads the other warps' slots below.
+  if (threadIdx.x == 0) {
+    float total = 0.0f;
+    for (int w = 0; w < blockDim.x / 32; ++w) {
+      total += partial[w];
+    }
+    out[n] = total;
+  }
+}
+
+#define CHECK(call)                                                                      \
+  do {                                                                                   \
+    const cudaError_t e_ = (call);                                                       \
+    if (e_ != cudaSuccess) {                                                             \
+      std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));   \
+      std::exit(1);                                                                      \
+    }                                                                                    \
+  } while (0)
+
+int main() {
+  const int N = 6, F = 200;  // F: not a multiple of 32, fewer features than threads
+  std::vector<float> g(N * F), x(N * F), out(N);
+  for (int i = 0; i < N * F; ++i) {
+    g[i] = 0.25f * (i * 7 % 11) - 1.0f;
+    x[i] = 0.5f * (i * 5 % 13) - 3.0f;
+  }
+  float *d_g, *d_x, *d_out;
+  CHECK(cudaMalloc(&d_g, N * F * sizeof(float)));
+  CHECK(cudaMalloc(&d_x, N * F * sizeof(float)));
+  CHECK(cudaMalloc(&d_out, N * sizeof(float)));
+  CHECK(cudaMemcpy(d_g, g.data(), N * F * sizeof(float), cudaMemcpyHostToDevice));
+  CHECK(cudaMemcpy(d_x, x.data(), N * F * sizeof(float), cudaMemcpyHostToDevice));
+  row_dot<<<N, kThreads>>>(d_g, d_x, d_out, F);
+  CHECK(cudaGetLastError());
+  CHECK(cudaDeviceSynchronize());
+  CHECK(cudaMemcpy(out.data(), d_out, N * sizeof(float), cudaMemcpyDeviceToHost));
+  int wrong = 0;
+  for (int n = 0; n < N; ++n) {
+    double want = 0;
+    for (int f = 0; f < F; ++f) {
+      want += double(g[n * F + f]) * x[n * F + f];
+    }
+    if (!(std::fabs(out[n] - want) <= 1e-4 * (1 + std::fabs(want)))) {
+      std::printf("row_dot: out[%d] = %g, expected %g\n", n, out[n], want);
+      ++wrong;
+    }
+  }
+  std::printf("row_dot: %d of %d rows wrong\n", wrong, N);
+  CHECK(cudaFree(d_g));
+  CHECK(cudaFree(d_x));
+  CHECK(cudaFree(d_out));
+  return wrong ? 1 : 0;
+}

@@ -1,0 +1,97 @@
+// Seeded bug 4: a read of shared memory that no thread wrote. compute-sanitizer's initcheck
+// tracks global memory only: on a GPU it reports nothing here (run.py --gpu records it); the
+// GPU-free judge, whose shared memory starts poisoned, shows the bug as NaN (run.py).
+//
+// row_dot: out[n] = sum over f of g[n, f] * x[n, f], one block per row n: the reduction
+// of chapter 04's points gradient, in its two steps: warp shuffles, then shared memory
+// across the warps. partial[] has room for 8 warps (a 256-thread block); this launch
+// uses blocks of 128 threads: 4 warps.
+//
+// The bug: thread 0 adds up all 8 slots, kMaxWarps, instead of the block's 4 warps. Slots
+// 4-7 hold whatever the multiprocessor's shared memory held before (often zeros, so the
+// answer can even be right). The fix, compiled with -DFIXED: blockDim.x / 32 slots.
+//
+//   nvcc -lineinfo -o uninit_shared uninit_shared.cu && compute-sanitizer --tool initcheck ./uninit_shared  # silent
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+constexpr int kMaxWarps = 8;   // partial[] fits a block of up to 256 threads
+constexpr int kThreads = 128;  // this launch: 4 warps
+
+__global__ void row_dot(const float* __restrict__ g, const float* __restrict__ x, float* __restrict__ out, int F) {
+  const int n = blockIdx.x;
+  float sum = 0.0f;
+  for (int f = threadIdx.x; f < F; f += blockDim.x) {
+    sum += g[n * F + f] * x[n * F + f];
+  }
+  // 1. Warp: lane 0 ends with the sum of its warp's 32 values.
+  for (int offset = 16; offset > 0; offset /= 2) {
+    sum += __shfl_down_sync(0xffffffffu, sum, offset);
+  }
+  // 2. Block: lane 0 of each warp leaves its sum in shared memory; thread 0 adds them up.
+  __shared__ float partial[kMaxWarps];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) {
+    partial[warp] = sum;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float total = 0.0f;
+#ifdef FIXED
+    for (int w = 0; w < blockDim.x / 32; ++w) {
+#else
+    for (int w = 0; w < kMaxWarps; ++w) {  // BUG: slots past the block's warps were never written
+#endif
+      total += partial[w];
+    }
+    out[n] = total;
+  }
+}
+
+#define CHECK(call)                                                                      \
+  do {                                                                                   \
+    const cudaError_t e_ = (call);                                                       \
+    if (e_ != cudaSuccess) {                                                             \
+      std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));   \
+      std::exit(1);                                                                      \
+    }                                                                                    \
+  } while (0)
+
+int main() {
+  const int N = 6, F = 200;  // F: not a multiple of 32, fewer features than threads
+  std::vector<float> g(N * F), x(N * F), out(N);
+  for (int i = 0; i < N * F; ++i) {
+    g[i] = 0.25f * (i * 7 % 11) - 1.0f;
+    x[i] = 0.5f * (i * 5 % 13) - 3.0f;
+  }
+  float *d_g, *d_x, *d_out;
+  CHECK(cudaMalloc(&d_g, N * F * sizeof(float)));
+  CHECK(cudaMalloc(&d_x, N * F * sizeof(float)));
+  CHECK(cudaMalloc(&d_out, N * sizeof(float)));
+  CHECK(cudaMemcpy(d_g, g.data(), N * F * sizeof(float), cudaMemcpyHostToDevice));
+  CHECK(cudaMemcpy(d_x, x.data(), N * F * sizeof(float), cudaMemcpyHostToDevice));
+  row_dot<<<N, kThreads>>>(d_g, d_x, d_out, F);
+  CHECK(cudaGetLastError());
+  CHECK(cudaDeviceSynchronize());
+  CHECK(cudaMemcpy(out.data(), d_out, N * sizeof(float), cudaMemcpyDeviceToHost));
+  int wrong = 0;
+  for (int n = 0; n < N; ++n) {
+    double want = 0;
+    for (int f = 0; f < F; ++f) {
+      want += double(g[n * F + f]) * x[n * F + f];
+    }
+    if (!(std::fabs(out[n] - want) <= 1e-4 * (1 + std::fabs(want)))) {
+      std::printf("row_dot: out[%d] = %g, expected %g\n", n, out[n], want);
+      ++wrong;
+    }
+  }
+  std::printf("row_dot: %d of %d rows wrong\n", wrong, N);
+  CHECK(cudaFree(d_g));
+  CHECK(cudaFree(d_x));
+  CHECK(cudaFree(d_out));
+  return wrong ? 1 : 0;
+}
