@@ -183,6 +183,28 @@ def main(argv: list[str] | None = None) -> None:
         add("gelu backward (aten)", lambda: torch.ops.aten.gelu_backward(g, x), 3 * timing.nbytes(x), **fields)
         del x, g
 
+    # --- the CPU GELU forward across sizes (in L2, in the last-level cache, past it) and thread counts,
+    # float32 and bfloat16: ours against F.gelu. Row names of their own ("gelu forward, ...") keep these
+    # rows out of the one-size table above (group "gelu"), which results/README.md and the notebook show.
+    if device == "cpu":
+        threads_before = torch.get_num_threads()
+        for threads in sorted({1, min(2, threads_before)}):
+            torch.set_num_threads(threads)
+            for dtype in (torch.float32, torch.bfloat16):
+                dname = str(dtype).replace("torch.", "")
+                for n in ((1 << 12, 1 << 14) if args.quick else (100_000, 1_000_000, 10_000_000)):
+                    x = torch.randn(n, device=device, dtype=dtype) * 3
+                    fields = dict(numel=n, dtype=dname, threads=threads, group="gelu_sizes")
+                    # Both, in turns, before either is timed: whether a fresh 2-20 MB output faults its pages in
+                    # depends on what the allocator was last given back (APPENDIX_memory.md), and the first one
+                    # timed would otherwise pay for it alone.
+                    for _ in range(3):
+                        ext.gelu_forward(x), Fn.gelu(x)
+                    add("gelu forward, ours", lambda: ext.gelu_forward(x), 2 * timing.nbytes(x), **fields)
+                    add("gelu forward, F.gelu", lambda: Fn.gelu(x), 2 * timing.nbytes(x), **fields)
+                    del x
+        torch.set_num_threads(threads_before)
+
     timing.save(out_path, records, device, extra={"bandwidth_Bps": bw, "quick": args.quick, "N": N, "F": F,
                                                    "gelu_numel": n_gelu, "min_run_time_s": min_run_time})
     print(f"wrote {out_path}")

@@ -197,6 +197,11 @@ def _forward_impl(x, size, mode, scale_h=None, scale_w=None, backward="gather"):
 def _backward_impl(grad_out, input_size, mode, method, scale_h=None, scale_w=None):
     _check_backward(grad_out, input_size, mode, method, scale_h, scale_w)
     _check_device("upsample_bilinear2d_backward", "grad_out", grad_out)
+    return _launch_backward(grad_out, input_size, mode, method, scale_h, scale_w)
+
+
+def _launch_backward(grad_out, input_size, mode, method, scale_h, scale_w):
+    """The backward kernel op, after the alert deterministic mode asks of the scatter."""
     if method == "scatter" and grad_out.is_cuda:  # on the CPU, both methods run the gather kernel
         _alert_not_deterministic('upsample_bilinear2d_backward (backward="scatter", CUDA)')
     return _launch(_backward_kernel, grad_out, input_size, mode, method, scale_h, scale_w)
@@ -293,9 +298,7 @@ class _Resize(torch.autograd.Function):
         input_size, size, mode, scale_h, scale_w, method = ctx.args
         if torch.is_grad_enabled() or not _plain(grad):  # create_graph=True: a differentiable backward
             return _backward(grad, input_size, mode, method, scale_h, scale_w), None, None, None, None, None
-        if method == "scatter" and grad.is_cuda:
-            _alert_not_deterministic('upsample_bilinear2d_backward (backward="scatter", CUDA)')
-        return _launch(_backward_kernel, grad, input_size, mode, method, scale_h, scale_w), None, None, None, None, None
+        return _launch_backward(grad, input_size, mode, method, scale_h, scale_w), None, None, None, None, None
 
 
 # The eager calls whose arguments passed every check, keyed by what the checks read (shape,

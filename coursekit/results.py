@@ -91,6 +91,12 @@ HEADLINES = [
                             "forward torch.compile": "`torch.compile(F.interpolate)`"})]),
     ("06_upsample", "bilinear upsample backward (gather)", "06_upsample",
      [("", "backward gather", {"backward F.interpolate": "PyTorch's backward"})]),
+    # what a user calls, on shapes drawn at random (06_upsample/sweep.py): the public function, autograd
+    ("06_upsample", "`upsample_bilinear`, 48 random shapes, forward", "06_upsample_sweep",
+     [("", "forward ours", {"forward F.interpolate": "`F.interpolate`",
+                            "forward torch.compile": "`torch.compile(F.interpolate)`"})]),
+    ("06_upsample", "`upsample_bilinear`, 48 random shapes, backward through autograd", "06_upsample_sweep",
+     [("", "backward ours (autograd)", {"backward F.interpolate (autograd)": "`F.interpolate`'s backward"})]),
 ]
 
 
@@ -125,7 +131,8 @@ def _sizes(row: dict) -> str:
     if "numel" in row:
         parts.append(f"{row['numel']:,} elements")
     if "shape" in row:
-        parts.append("×".join(map(str, row["shape"])) + (f", ×{row['factor']}" if "factor" in row else ""))
+        parts.append("×".join(map(str, row["shape"])) + (f", ×{row['factor']}" if "factor" in row else "")
+                     + (" → " + "×".join(map(str, row["size"])) if "size" in row and "case" in row else ""))
     if row.get("layout") == "channels_last":
         parts.append("channels_last")
     if "mode" in row:
@@ -137,7 +144,7 @@ def _sizes(row: dict) -> str:
 
 def _group(row: dict) -> tuple:
     return (row.get("N"), row.get("F"), row.get("numel"), json.dumps(row.get("shape")), json.dumps(row.get("factor")),
-            row.get("mode"), row.get("dtype", "float32"), row.get("layout"))
+            row.get("mode"), row.get("dtype", "float32"), row.get("layout"), row.get("case"))
 
 
 def _device(env: dict) -> str:

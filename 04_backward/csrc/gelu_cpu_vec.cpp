@@ -86,14 +86,11 @@ static inline Vectorized<double> gelu_exp(const Vectorized<double>& x) { return 
 
 // The float loops (float32, and float16/bfloat16 widened to float) compute on
 // Coarse: a float vector whose gelu_exp is exp_coarse below (about 2e-6
-// relative, instead of SLEEF's 1 ulp) and whose gelu_erf is
-// Vectorized<float>::erf's formula with that exp inside. gelu.h's formulas run
-// on it unchanged: the same code, cheaper building blocks. The formula's own
-// error (1.5e-7 absolute) is larger than what exp's last bits add: on
-// 16,777,216 values of standard deviation 3, the float32 forward's largest error
-// against the float64 GELU is 4.7e-7 with either exp, the backward's 8.9e-7 with
-// SLEEF's and 8.5e-7 with exp_coarse (F.gelu's: 1.3e-6, aten.gelu_backward's:
-// 8.9e-7), and a float16/bfloat16 result keeps only 11/8 of the float's bits.
+// relative, instead of SLEEF's 1 ulp) and whose gelu_erf is a rational function
+// (erf_rational below: no exp at all, one reciprocal). gelu.h's formulas run on
+// it unchanged: the same code, cheaper building blocks. Both stay within the
+// float32 tests' 16 ulps (APPENDIX_gelu_speed.md gives the largest errors
+// measured), and a float16/bfloat16 result keeps only 11/8 of the float's bits.
 // In an unnamed namespace: this file is compiled once per instruction set, and
 // each build's Coarse (and gelu_value<Coarse>, ...) must be a type of its own,
 // or the linker could hand the AVX-512 loop the AVX2 build's functions.
@@ -133,17 +130,39 @@ static inline Vectorized<float> exp_coarse(const Vectorized<float>& y) {
 #endif
 }
 static inline Coarse gelu_exp(const Coarse& x) { return exp_coarse(x.v); }
-static inline Coarse gelu_erf(const Coarse& x) {
-  // Abramowitz and Stegun 7.1.26, as ATen's Vectorized<float>::erf (error below 1.5e-7):
-  // erf(|x|) = 1 - t (a1 + t (a2 + t (a3 + t (a4 + t a5)))) exp(-x^2), t = 1 / (1 + p |x|)
+// erf(u) = u P(u^2) / Q(u^2) for |u| <= 4, and erf(+-4) beyond (erf(4) = 1 - 1.5e-8,
+// 1 in float): P of degree 6 and Q of degree 4 in u^2, fitted to erf on [0, 4] for the
+// smallest largest error (5.4e-8 in exact arithmetic; float rounding of the steps
+// adds more, see the appendix). 10 fused multiply-adds and one division, against
+// Abramowitz and Stegun's formula (ATen's Vectorized<float>::erf), which needs an
+// exp and a division: with the exp gone, the division became the slowest step, so
+// AVX-512 replaces it by the reciprocal estimate (vrcp14ps, 14 bits) and one
+// Newton step (about 28 bits). AVX2's estimate has 12 bits, too few for one step:
+// that build keeps the division. The clamp keeps NaN (max then min return their
+// second operand, the value, when it is NaN).
+static inline Vectorized<float> erf_rational(const Vectorized<float>& x) {
   using F = Vectorized<float>;
-  const F one(1.f);
-  const F t = one / fmadd(F(0.3275911f), x.v.abs(), one);
-  const F poly = fmadd(fmadd(fmadd(fmadd(F(1.061405429f), t, F(-1.453152027f)), t, F(1.421413741f)), t,
-                             F(-0.284496736f)), t, F(0.254829592f));
-  const F e = one - poly * t * exp_coarse((x.v * x.v).neg());
-  return e ^ (x.v & F(-0.f));  // erf is odd: x's sign bit on erf(|x|)
+  const F u = at::vec::clamp(x, F(-4.f), F(4.f));
+  const F t = u * u;
+  F p = fmadd(F(1.92172519e-08f), t, F(-1.99034369e-06f));
+  p = fmadd(p, t, F(1.55540704e-04f));
+  p = fmadd(p, t, F(4.29320052e-03f));
+  p = fmadd(p, t, F(5.24339399e-02f));
+  p = fmadd(p, t, F(2.13947971e-01f));
+  p = fmadd(p, t, F(1.12837868f));
+  F q = fmadd(F(1.09807481e-03f), t, F(1.55513915e-02f));
+  q = fmadd(q, t, F(1.20801006e-01f));
+  q = fmadd(q, t, F(5.22934110e-01f));
+  q = fmadd(q, t, F(1.f));
+#if GELU_VEC_ISA == 512
+  const __m512 r0 = _mm512_rcp14_ps(q);
+  const F r = _mm512_fmadd_ps(r0, _mm512_fnmadd_ps(q, r0, _mm512_set1_ps(1.f)), r0);  // r0 (2 - q r0)
+  return u * p * r;
+#else
+  return u * p / q;
+#endif
 }
+static inline Coarse gelu_erf(const Coarse& x) { return erf_rational(x.v); }
 
 // The vector type the formulas run on for a dtype's loop (Coarse for float,
 // Vectorized<double> with SLEEF's erf and exp for double), and back to the

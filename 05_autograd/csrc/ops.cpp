@@ -81,27 +81,49 @@ TORCH_LIBRARY_IMPL(ch05, CUDA, m) {
 // an op without an Autocast kernel gets its inputs as they come, and ours would
 // refuse float16 feats with float32 points ("points must have the dtype of
 // feats"). The policy here is PyTorch's "promote", the one it applies to
-// grid_sampler, the closest op it has to ours: run in the widest floating type
-// among the inputs (never lower than autocast's own float16/bfloat16). So
-// float16 feats with float32 points run in float32 (the coordinates keep their
-// precision), two float16 inputs stay float16 (the kernels compute in float and
-// round once anyway), and float32 inputs are not lowered.
+// grid_sampler on CUDA, the closest op it has to ours: run in the widest
+// floating type among the inputs. So float16 feats with float32 points run in
+// float32 (the coordinates keep their precision), two float16 inputs stay
+// float16 (the kernels compute in float and round once anyway), and float32
+// inputs are not lowered.
 //
 // The kernel sits in front of Autograd: the casts are recorded by autograd, so
 // the gradient of a float16 feats comes back as float16. It turns its own key
 // off (ExcludeDispatchKeyGuard) and calls the operator again, which then goes
 // on to the Autograd, CPU or CUDA kernels. No Autocast kernel for the backward
 // op: backward passes run outside autocast, on tensors that already agree.
+//
+// "Widest" is c10::promoteTypes, the rule of torch.promote_types, over the
+// inputs autocast may cast: float32, float16 or bfloat16, on this device type.
+// ATen's own helper, at::autocast::promote_type, starts from autocast's low
+// type and knows only that type and float32: for float16 under a bfloat16
+// region (or the reverse), even two float16 inputs, it throws "Unexpected
+// floating ScalarType in at::autocast::prioritize". Here two inputs of one type
+// stay in it, whichever 16-bit type the region was given, and float16 with
+// bfloat16 run in float32, the narrowest type that holds both exactly. Other
+// inputs (float64, float8, integers, another device) are passed as they come,
+// so the op's own checks answer for them, as outside autocast.
+static bool autocast_may_cast(const at::Tensor& t, c10::DeviceType device) {
+  const at::ScalarType s = t.scalar_type();
+  return at::autocast::is_autocast_eligible(t, device) && (s == at::kFloat || s == at::kHalf || s == at::kBFloat16);
+}
+
 template <c10::DeviceType kDevice>
 static at::Tensor trilinear_autocast(const at::Tensor& feats, const at::Tensor& points) {
   const c10::impl::ExcludeDispatchKeyGuard no_autocast(at::autocast::get_autocast_dispatch_key_from_device_type(kDevice));
-  const at::ScalarType to_type = at::autocast::promote_type(
-      at::autocast::get_lower_precision_fp_from_device_type(kDevice), kDevice, feats, points);
+  std::optional<at::ScalarType> to_type;
+  for (const at::Tensor* t : {&feats, &points}) {
+    if (autocast_may_cast(*t, kDevice)) {
+      to_type = to_type ? c10::promoteTypes(*to_type, t->scalar_type()) : t->scalar_type();
+    }
+  }
+  const auto cast = [&](const at::Tensor& t) {
+    return autocast_may_cast(t, kDevice) ? at::autocast::cached_cast(*to_type, t, kDevice) : t;
+  };
   static const auto op = c10::Dispatcher::singleton()
                              .findSchemaOrThrow("ch05::trilinear", "")
                              .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
-  // cached_cast casts only floating tensors on this device type, and leaves float64 alone.
-  return op.call(at::autocast::cached_cast(to_type, feats, kDevice), at::autocast::cached_cast(to_type, points, kDevice));
+  return op.call(cast(feats), cast(points));
 }
 
 TORCH_LIBRARY_IMPL(ch05, AutocastCUDA, m) {

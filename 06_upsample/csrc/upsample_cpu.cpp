@@ -3,16 +3,21 @@
 // Bilinear resizing is separable: interpolate along W, then along H. The CPU
 // kernels use that to do less work than "four taps per output pixel":
 //
-//   forward   each input row is interpolated along W once (into a W_out-long
-//             line) and kept while neighbouring output rows blend it along H;
-//   backward  each grad_out row is gathered along W once (into a W_in-long
-//             line) and kept while neighbouring input rows gather it along H.
+//   forward   each input row is interpolated along W once (into a line of
+//             output columns) and kept while neighbouring output rows blend it
+//             along H;
+//   backward  each grad_out row is gathered along W once (into a line of input
+//             columns) and kept while neighbouring input rows gather it along H;
+//             or, when that would cost more than the tensors hold (H grows while
+//             W shrinks), along H first (backward_kernel_h_first).
 //
-// The taps of an output column depend only on its index, so they go into a
-// table once per call. Work is split over rows with torch::stable::parallel_for
-// (at::parallel_for behind a C function of libtorch: the thread pool is torch's,
-// so torch.set_num_threads applies); each task keeps its own small cache of
-// lines, so tasks never share writable data.
+// Memory: besides the tensors, a task keeps a few lines, and a call keeps the
+// taps or ranges of one chunk of columns: rows wider than kChunkValues values
+// are done a chunk of columns at a time. No table grows with an axis (an axis
+// can hold 2^31 pixels). Work is split over rows with
+// torch::stable::parallel_for (at::parallel_for behind a C function of
+// libtorch: the thread pool is torch's, so torch.set_num_threads applies); each
+// task keeps its own lines, so tasks never share writable data.
 #include <torch/csrc/stable/ops.h>
 
 #include <algorithm>
@@ -20,20 +25,18 @@
 
 #include "kernels.h"
 
-template <typename T>
-static std::vector<Taps<T>> taps_table(int64_t in, int64_t out, T ratio, Mode mode) {
-  std::vector<Taps<T>> taps(out);
-  for (int64_t d = 0; d < out; ++d) {
-    taps[d] = source_taps<T>(d, in, ratio, mode);
-  }
-  return taps;
-}
-
 // Rows of about this many elements make one task for the thread pool.
 constexpr int64_t kGrainElements = 16384;
 
 // The most lines a task of the backward keeps (see backward_kernel).
 constexpr int64_t kLineSlots = 16;
+
+// The widest chunk of a row (values) that one pass handles: a line, and the
+// taps or ranges of its columns, are at most this long.
+constexpr int64_t kChunkValues = int64_t(1) << 16;
+
+// A chunk of columns [lo, hi) holds at most this many pixels (of C values each).
+inline int64_t chunk_pixels(int64_t C) { return std::max<int64_t>(1, kChunkValues / C); }
 
 // A few lines of `length` values, each tagged with the row it holds. Looking a
 // row up either finds it or recomputes it into the slot `slot_of(row)`.
@@ -59,19 +62,53 @@ class LineCache {
   std::vector<T> data_;
 };
 
-// The forward, in either layout. NCHW is planes x H x W; channels-last is
-// N x H x W x C, whose rows hold W pixels of C values each. NCHW is the case
-// C = 1 (and N = planes): one kernel serves both, and the two layouts give the
-// same bits.
+// dst[k] = wa * a[k] + wb * b[k] for k < n, in opmath_t: the inner loop over the
+// C channels of a pixel (channels-last). Contiguous, no aliasing (restrict), the
+// conversions inline: the compiler vectorises it.
+template <typename scalar_t, typename opmath_t>
+static inline void blend_pixels(opmath_t* __restrict__ dst, const scalar_t* __restrict__ a,
+                                const scalar_t* __restrict__ b, opmath_t wa, opmath_t wb, int64_t n) {
+  for (int64_t k = 0; k < n; ++k) {
+    dst[k] = wa * static_cast<opmath_t>(a[k]) + wb * static_cast<opmath_t>(b[k]);
+  }
+}
+
+// dst[k] += w * src[k] for k < n (src in scalar_t or opmath_t): vectorised likewise.
+template <typename src_t, typename opmath_t>
+static inline void add_scaled(opmath_t* __restrict__ dst, const src_t* __restrict__ src, opmath_t w, int64_t n) {
+  for (int64_t k = 0; k < n; ++k) {
+    dst[k] += w * static_cast<opmath_t>(src[k]);
+  }
+}
+
+// out[k] = round(sum[k] + w * line[k]) or acc[k] = sum[k] + w * line[k]: one pass of
+// the H gather (see backward_kernel), vectorised.
+template <typename dst_t, typename opmath_t>
+static inline void axpy_store(dst_t* __restrict__ out, const opmath_t* sum, const opmath_t* __restrict__ line,
+                              opmath_t w, int64_t n) {
+  for (int64_t k = 0; k < n; ++k) {
+    out[k] = static_cast<dst_t>(sum[k] + w * line[k]);
+  }
+}
+
+// The forward of output columns [w0, w1), in either layout. NCHW is planes x H x W;
+// channels-last is N x H x W x C, whose rows hold W pixels of C values each.
+// NCHW is the case C = 1 (and N = planes): one kernel serves both, and the two
+// layouts give the same bits.
 template <typename scalar_t>
-static void forward_kernel(const scalar_t* x, scalar_t* out, const ResizeGeometry& g) {
+static void forward_chunk(const scalar_t* x, scalar_t* out, const ResizeGeometry& g, int64_t w0, int64_t w1) {
   // opmath_t is float for float16/bfloat16 (their arithmetic is done in float), else scalar_t.
   using opmath_t = opmath_type<scalar_t>;
   const opmath_t rh = axis_ratio<opmath_t>(g.H_in, g.H_out, g.mode, g.scale_h);
   const opmath_t rw = axis_ratio<opmath_t>(g.W_in, g.W_out, g.mode, g.scale_w);
-  const std::vector<Taps<opmath_t>> xtaps = taps_table<opmath_t>(g.W_in, g.W_out, rw, g.mode);
+  // The taps of the chunk's output columns depend only on their index: a table for the chunk.
+  std::vector<Taps<opmath_t>> xtaps(w1 - w0);
+  for (int64_t w = w0; w < w1; ++w) {
+    xtaps[w - w0] = source_taps<opmath_t>(w, g.W_in, rw, g.mode);
+  }
   const int64_t C = g.channels_last ? g.channels : 1;  // values per pixel
-  const int64_t length = g.W_out * C;                   // values per output row
+  const int64_t width = w1 - w0;
+  const int64_t length = width * C;             // values per line
   const int64_t rows = g.planes / C * g.H_out;  // output rows (n, h) of all images, in memory order
   const int64_t grain = std::max<int64_t>(1, kGrainElements / length);
   torch::stable::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
@@ -85,23 +122,21 @@ static void forward_kernel(const scalar_t* x, scalar_t* out, const ResizeGeometr
         return cache.get(r, r % 2, [&](opmath_t* line) {
           const scalar_t* in_row = x + r * g.W_in * C;
           if (C == 1) {
-            for (int64_t w = 0; w < g.W_out; ++w) {
+            for (int64_t w = 0; w < width; ++w) {
               line[w] = sample_line<scalar_t, opmath_t>(in_row, xtaps[w]);
             }
             return;
           }
-          for (int64_t w = 0; w < g.W_out; ++w) {  // channels-last: C channels at once, contiguous
-            const Taps<opmath_t> xt{xtaps[w].i0 * C, xtaps[w].i1 * C, xtaps[w].l};
-            for (int64_t k = 0; k < C; ++k) {
-              line[w * C + k] = sample_line<scalar_t, opmath_t>(in_row + k, xt);
-            }
+          for (int64_t w = 0; w < width; ++w) {  // channels-last: C channels at once, contiguous
+            const Taps<opmath_t>& xt = xtaps[w];
+            blend_pixels(line + w * C, in_row + xt.i0 * C, in_row + xt.i1 * C, opmath_t(1) - xt.l, xt.l, C);
           }
         });
       };
       const opmath_t* top = along_w(n * g.H_in + yt.i0);
       const opmath_t* bottom = along_w(n * g.H_in + yt.i1);
       const opmath_t a = opmath_t(1) - yt.l, b = yt.l;
-      scalar_t* out_row = out + row * length;
+      scalar_t* __restrict__ out_row = out + (row * g.W_out + w0) * C;
       for (int64_t i = 0; i < length; ++i) {  // contiguous: the compiler vectorises it
         out_row[i] = static_cast<scalar_t>(a * top[i] + b * bottom[i]);
       }
@@ -109,11 +144,18 @@ static void forward_kernel(const scalar_t* x, scalar_t* out, const ResizeGeometr
   });
 }
 
+template <typename scalar_t>
+static void forward_kernel(const scalar_t* x, scalar_t* out, const ResizeGeometry& g) {
+  const int64_t chunk = chunk_pixels(g.channels_last ? g.channels : 1);
+  for (int64_t w0 = 0; w0 < g.W_out; w0 += chunk) {
+    forward_chunk<scalar_t>(x, out, g, w0, std::min(g.W_out, w0 + chunk));
+  }
+}
+
 void upsample_forward_cpu(const torch::stable::Tensor& x, torch::stable::Tensor& out, const ResizeGeometry& g) {
-  dispatch_floating_types(x.scalar_type(), "upsample_forward_cpu", [&](auto tag) {
-    using scalar_t = typename decltype(tag)::type;
+  THO_DISPATCH_V2(x.scalar_type(), "upsample_forward_cpu", AT_WRAP(([&] {
     forward_kernel<scalar_t>(x.const_data_ptr<scalar_t>(), out.mutable_data_ptr<scalar_t>(), g);
-  });
+  })), AT_FLOATING_TYPES, torch::headeronly::ScalarType::Half, torch::headeronly::ScalarType::BFloat16);
 }
 
 // Backward, by gathering: each input pixel (h, w) sums grad_out over the output
@@ -124,39 +166,82 @@ void upsample_forward_cpu(const torch::stable::Tensor& x, torch::stable::Tensor&
 // and the same bits on every run and for any number of threads (the cache only
 // avoids recomputing identical lines).
 
-// Per axis, for each input index i: the outputs [begin, end) that read it and
-// their weights, stored one after the other (weight[offset[i] + k] belongs to
-// output begin[i] + k).
+// One chunk of input indices [lo, hi) of an axis: for each, the outputs
+// [begin, end) that read it, and their weights (weight(i, d) = M[d, i]).
+// The weights are stored one range after the other (weight[offset[k] + j]
+// belongs to input lo + k and output begin[k] + j) when they are few; a chunk
+// whose ranges are long (an axis shrunk 16 times or more: a range of 2^23
+// outputs for an input of 2 pixels shrunk from 2^24) computes them when asked.
 template <typename T>
 struct GatherTable {
-  std::vector<int64_t> begin, end, offset;
-  std::vector<T> weight;
-  int64_t longest = 1;  // the longest range
+  int64_t lo, hi;  // the input indices of the chunk
+  std::vector<int64_t> begin, end, offset;  // of input index lo + k, at k
+  std::vector<T> weight;                    // empty when computed on the fly
+  int64_t longest = 1;                      // the longest range
+  int64_t in, out;
+  T ratio;
+  Mode mode;
 
-  GatherTable(int64_t in, int64_t out, T ratio, Mode mode) : begin(in), end(in), offset(in) {
-    const std::vector<Taps<T>> taps = taps_table<T>(in, out, ratio, mode);
-    for (int64_t i = 0; i < in; ++i) {
-      gather_range<T>(i, in, out, ratio, mode, begin[i], end[i]);
-      offset[i] = static_cast<int64_t>(weight.size());
-      for (int64_t d = begin[i]; d < end[i]; ++d) {
-        weight.push_back(tap_weight<T>(taps[d], i));
-      }
-      longest = std::max(longest, end[i] - begin[i]);
+  GatherTable(int64_t in, int64_t out, T ratio, Mode mode, int64_t lo, int64_t hi)
+      : lo(lo), hi(hi), begin(hi - lo), end(hi - lo), offset(hi - lo), in(in), out(out), ratio(ratio), mode(mode) {
+    int64_t total = 0;
+    for (int64_t k = 0; k < hi - lo; ++k) {
+      gather_range<T>(lo + k, in, out, ratio, mode, begin[k], end[k]);
+      offset[k] = total;
+      total += std::max<int64_t>(end[k] - begin[k], 0);
+      longest = std::max(longest, end[k] - begin[k]);
     }
+    if (total > 16 * (hi - lo) + 64) return;  // too many to store: see weight_of
+    weight.resize(total);
+    for (int64_t k = 0; k < hi - lo; ++k) {
+      for (int64_t d = begin[k]; d < end[k]; ++d) {
+        weight[offset[k] + d - begin[k]] = tap_weight<T>(source_taps<T>(d, in, ratio, mode), lo + k);
+      }
+    }
+  }
+  int64_t size() const { return hi - lo; }
+  // M[d, lo + k] for an output d of the range of lo + k.
+  T weight_of(int64_t k, int64_t d) const {
+    return weight.empty() ? tap_weight<T>(source_taps<T>(d, in, ratio, mode), lo + k) : weight[offset[k] + d - begin[k]];
   }
 };
 
+// The longest range of outputs reading one input index along an axis, capped at
+// `cap`: range(i) holds the outputs with i0 == i - 1 and those with i0 == i, so
+// it is a run of equal i0 plus the run before it when that is of i0 - 1. One pass
+// over the outputs, stopped at the cap.
+template <typename T>
+static int64_t longest_range(int64_t in, int64_t out, T ratio, Mode mode, int64_t cap) {
+  int64_t longest = 1, prev_i = -2, prev_run = 0, cur_i = -2, run = 0;
+  for (int64_t d = 0; d <= out && longest < cap; ++d) {
+    const int64_t i = d < out ? source_taps<T>(d, in, ratio, mode).i0 : -3;
+    if (i == cur_i) {
+      ++run;
+      continue;
+    }
+    if (run > 0) {
+      longest = std::max(longest, run + (prev_i == cur_i - 1 ? prev_run : 0));
+      longest = std::max(longest, run);  // range(cur_i + 1) holds this run at least
+    }
+    prev_i = cur_i;
+    prev_run = run;
+    cur_i = i;
+    run = 1;
+  }
+  return std::min(longest, cap);
+}
+
 // BEGIN SOLUTION gather-backward
 // STUB: // (room for helpers of your kernel, if you want any)
-// One grad_out row gathered along W: dst[w] = sum over the outputs dw that read
-// input column w of wx(dw, w) * go_row[dw], for every w. K is at least the
-// longest range, fixed at compile time: the loop over a range is unrolled and
-// its bound check predicted, instead of a loop whose trip count is loaded per
-// column (a range is 1 long at x0.5, 4 at x2, 8 at x4).
+// One grad_out row gathered along W: dst[k] = sum over the outputs dw that read
+// input column cols.lo + k of wx(dw) * go_row[dw], for every column of the chunk.
+// K is at least the longest range, fixed at compile time: the loop over a range
+// is unrolled and its bound check predicted, instead of a loop whose trip count
+// is loaded per column (a range is 1 long at x0.5, 4 at x2, 8 at x4).
 template <int K, typename scalar_t, typename opmath_t>
 static void gather_line_k(const GatherTable<opmath_t>& cols, const scalar_t* __restrict__ go_row,
                           opmath_t* __restrict__ dst) {
-  const int64_t n = static_cast<int64_t>(cols.begin.size());
+  const int64_t n = cols.size();
   for (int64_t w = 0; w < n; ++w) {
     const opmath_t* wx = cols.weight.data() + cols.offset[w];
     const scalar_t* go = go_row + cols.begin[w];
@@ -180,6 +265,16 @@ static void gather_line_k(const GatherTable<opmath_t>& cols, const scalar_t* __r
 
 template <typename scalar_t, typename opmath_t>
 static void gather_line(const GatherTable<opmath_t>& cols, const scalar_t* go_row, opmath_t* dst) {
+  if (cols.weight.empty()) {  // ranges too long to store their weights: computed here
+    for (int64_t w = 0; w < cols.size(); ++w) {
+      opmath_t sum = 0;
+      for (int64_t d = cols.begin[w]; d < cols.end[w]; ++d) {
+        sum += cols.weight_of(w, d) * static_cast<opmath_t>(go_row[d]);
+      }
+      dst[w] = sum;
+    }
+    return;
+  }
   if (cols.longest <= 1) return gather_line_k<1>(cols, go_row, dst);
   if (cols.longest <= 2) return gather_line_k<2>(cols, go_row, dst);
   if (cols.longest <= 4) return gather_line_k<4>(cols, go_row, dst);
@@ -189,22 +284,25 @@ static void gather_line(const GatherTable<opmath_t>& cols, const scalar_t* go_ro
 // END SOLUTION
 
 // grad_out: planes x H_out x W_out, grad_in: planes x H_in x W_in, both packed.
+// One call writes the columns [cols.lo, cols.hi) of every grad_in row: all of
+// them, unless a row is wider than a chunk (backward_cpu calls it per chunk).
 template <typename scalar_t>
-static void backward_kernel(const scalar_t* grad_out, scalar_t* grad_in, const ResizeGeometry& g) {
+static void backward_kernel(const scalar_t* grad_out, scalar_t* grad_in, const ResizeGeometry& g,
+                            const GatherTable<opmath_type<scalar_t>>& cols) {
   using opmath_t = opmath_type<scalar_t>;
-  const GatherTable<opmath_t> rows(g.H_in, g.H_out, axis_ratio<opmath_t>(g.H_in, g.H_out, g.mode, g.scale_h), g.mode);
-  const GatherTable<opmath_t> cols(g.W_in, g.W_out, axis_ratio<opmath_t>(g.W_in, g.W_out, g.mode, g.scale_w), g.mode);
+  const opmath_t rh = axis_ratio<opmath_t>(g.H_in, g.H_out, g.mode, g.scale_h);
   const int64_t n_rows = g.planes * g.H_in;  // grad_in rows of all planes, in memory order
-  const int64_t grain = std::max<int64_t>(1, kGrainElements / g.W_in);
-  // The line cache of a task: `slots` lines of W_in values. A grad_in row's
+  const int64_t width = cols.size();         // the columns of grad_in this call writes
+  const int64_t grain = std::max<int64_t>(1, kGrainElements / width);
+  // The line cache of a task: `slots` lines of `width` values. A grad_in row's
   // range is about 2x the upsampling factor long (16 at x8), and every line
   // of it fits. A range can also be as long as H_out (H_in = 1, or a tiny
-  // scale factor): a cache that held all of it would take H_out * W_in values
+  // scale factor): a cache that held all of it would take H_out * width values
   // per task (a (1, 1, 1, 16000) input resized to (16000, 1): 16000 lines of
-  // 16000, 1 GB). Capped, it stays at most kLineSlots * W_in; a line that was
+  // 16000, 1 GB). Capped, it stays at most kLineSlots * width; a line that was
   // evicted is computed again when the next grad_in row needs it, at most once
   // more (a grad_out row is read by at most two input rows).
-  const int64_t slots = std::min<int64_t>(rows.longest, kLineSlots);
+  const int64_t slots = longest_range<opmath_t>(g.H_in, g.H_out, rh, g.mode, kLineSlots);
   // BEGIN SOLUTION gather-backward
   // STUB: STD_TORCH_CHECK(false, "exercise gather-backward is not done yet (see 06_upsample/README.md)");
   torch::stable::parallel_for(0, n_rows, grain, [&](int64_t begin, int64_t end) {
@@ -212,32 +310,34 @@ static void backward_kernel(const scalar_t* grad_out, scalar_t* grad_in, const R
     // elements once, and nothing else. grad_out row dh goes to slot
     // dh % slots of the cache: consecutive rows of a range never share a
     // slot, so a range of up to `slots` rows is gathered along W once.
-    LineCache<opmath_t> cache(slots, g.W_in);
-    std::vector<opmath_t> acc(g.W_in);
-    const std::vector<opmath_t> zeros(g.W_in, opmath_t(0));
+    LineCache<opmath_t> cache(slots, width);
+    std::vector<opmath_t> acc(width);
+    const std::vector<opmath_t> zeros(width, opmath_t(0));
     for (int64_t row = begin; row < end; ++row) {
       const int64_t p = row / g.H_in, h = row % g.H_in;
-      scalar_t* gi_row = grad_in + row * g.W_in;
-      const int64_t first = rows.begin[h], last = rows.end[h] - 1;
+      scalar_t* gi_row = grad_in + row * g.W_in + cols.lo;
+      int64_t first, stop;  // the grad_out rows [first, stop) read input row h
+      gather_range<opmath_t>(h, g.H_in, g.H_out, rh, g.mode, first, stop);
+      const int64_t last = stop - 1;
       if (first > last) {  // no output row reads input row h: its gradient is 0
-        std::fill(gi_row, gi_row + g.W_in, static_cast<scalar_t>(0));
+        std::fill(gi_row, gi_row + width, static_cast<scalar_t>(0));
         continue;
       }
       for (int64_t dh = first; dh <= last; ++dh) {
-        // grad_out row dh of plane p, gathered along W: line[w] for every input column w
+        // grad_out row dh of plane p, gathered along W: line[w] for every input column w of the chunk
         const opmath_t* line = cache.get(p * g.H_out + dh, dh % slots, [&](opmath_t* dst) {
           gather_line(cols, grad_out + (p * g.H_out + dh) * g.W_out, dst);
         });
-        const opmath_t wy = rows.weight[rows.offset[h] + (dh - first)];
+        const opmath_t wy = tap_weight<opmath_t>(source_taps<opmath_t>(dh, g.H_in, rh, g.mode), h);
         // One pass over the row per grad_out row: the first adds to zeros (no
         // separate zeroing pass), the last stores (no separate store pass).
         const opmath_t* sum = dh == first ? zeros.data() : acc.data();
         if (dh < last) {
-          for (int64_t w = 0; w < g.W_in; ++w) {  // contiguous: vectorised
+          for (int64_t w = 0; w < width; ++w) {  // contiguous: vectorised
             acc[w] = sum[w] + wy * line[w];
           }
         } else {
-          for (int64_t w = 0; w < g.W_in; ++w) {
+          for (int64_t w = 0; w < width; ++w) {
             gi_row[w] = static_cast<scalar_t>(sum[w] + wy * line[w]);  // one rounding, at the end
           }
         }
@@ -248,69 +348,129 @@ static void backward_kernel(const scalar_t* grad_out, scalar_t* grad_in, const R
 }
 
 // The gather in channels-last: the NCHW kernel's line cache, with lines of
-// W_in pixels of C values each. Each grad_out row is gathered along W once for
-// all its channels (the innermost loop runs along C), then summed along H over
-// W_in * C contiguous values. The sums are the NCHW kernel's, in the same
-// order: the two layouts give the same bits.
+// `width` pixels of C values each. Each grad_out row is gathered along W once
+// for all its channels (the innermost loops run along C, contiguous), then
+// summed along H over width * C contiguous values. The sums are the NCHW
+// kernel's, in the same order: the two layouts give the same bits.
 template <typename scalar_t>
-static void backward_kernel_nhwc(const scalar_t* grad_out, scalar_t* grad_in, const ResizeGeometry& g) {
+static void backward_kernel_nhwc(const scalar_t* grad_out, scalar_t* grad_in, const ResizeGeometry& g,
+                                 const GatherTable<opmath_type<scalar_t>>& cols) {
   using opmath_t = opmath_type<scalar_t>;
-  const GatherTable<opmath_t> rows(g.H_in, g.H_out, axis_ratio<opmath_t>(g.H_in, g.H_out, g.mode, g.scale_h), g.mode);
-  const GatherTable<opmath_t> cols(g.W_in, g.W_out, axis_ratio<opmath_t>(g.W_in, g.W_out, g.mode, g.scale_w), g.mode);
-  const int64_t C = g.channels, N = g.planes / C, length = g.W_in * C;
+  const opmath_t rh = axis_ratio<opmath_t>(g.H_in, g.H_out, g.mode, g.scale_h);
+  const int64_t C = g.channels, N = g.planes / C, length = cols.size() * C;
   const int64_t grain = std::max<int64_t>(1, kGrainElements / length);
-  const int64_t slots = std::min<int64_t>(kLineSlots, rows.longest);  // as in NCHW
+  const int64_t slots = longest_range<opmath_t>(g.H_in, g.H_out, rh, g.mode, kLineSlots);  // as in NCHW
   torch::stable::parallel_for(0, N * g.H_in, grain, [&](int64_t begin, int64_t end) {
     LineCache<opmath_t> cache(slots, length);
     std::vector<opmath_t> acc(length);
     const std::vector<opmath_t> zeros(length, opmath_t(0));
     for (int64_t row = begin; row < end; ++row) {
       const int64_t n = row / g.H_in, h = row % g.H_in;
-      scalar_t* gi_row = grad_in + row * length;
-      const int64_t first = rows.begin[h], last = rows.end[h] - 1;
-      if (first > last) {
+      scalar_t* gi_row = grad_in + (row * g.W_in + cols.lo) * C;
+      int64_t first, stop;
+      gather_range<opmath_t>(h, g.H_in, g.H_out, rh, g.mode, first, stop);
+      if (first >= stop) {
         std::fill(gi_row, gi_row + length, static_cast<scalar_t>(0));
         continue;
       }
-      for (int64_t dh = first; dh <= last; ++dh) {
+      for (int64_t dh = first; dh < stop; ++dh) {
         const opmath_t* line = cache.get(n * g.H_out + dh, dh % slots, [&](opmath_t* dst) {
           const scalar_t* go_row = grad_out + (n * g.H_out + dh) * g.W_out * C;
-          for (int64_t w = 0; w < g.W_in; ++w) {
-            opmath_t* __restrict__ sum = dst + w * C;
+          for (int64_t w = 0; w < cols.size(); ++w) {
+            opmath_t* sum = dst + w * C;
             std::fill(sum, sum + C, opmath_t(0));
-            for (int64_t k = 0; k < cols.end[w] - cols.begin[w]; ++k) {
-              const opmath_t wx = cols.weight[cols.offset[w] + k];
-              const scalar_t* __restrict__ go = go_row + (cols.begin[w] + k) * C;
-              for (int64_t c = 0; c < C; ++c) {
-                sum[c] += wx * static_cast<opmath_t>(go[c]);
-              }
+            for (int64_t d = cols.begin[w]; d < cols.end[w]; ++d) {
+              add_scaled(sum, go_row + d * C, cols.weight_of(w, d), C);
             }
           }
         });
-        const opmath_t wy = rows.weight[rows.offset[h] + dh - first];
-        const opmath_t* sum = dh == first ? zeros.data() : acc.data();  // as in NCHW: one pass per line
-        if (dh < last) {
-          for (int64_t i = 0; i < length; ++i) {
-            acc[i] = sum[i] + wy * line[i];
+        const opmath_t wy = tap_weight<opmath_t>(source_taps<opmath_t>(dh, g.H_in, rh, g.mode), h);
+        // as in NCHW: one pass per line, the first from zeros, the last into grad_in
+        if (dh + 1 < stop) {
+          if (dh == first) {
+            axpy_store(acc.data(), zeros.data(), line, wy, length);
+          } else {
+            add_scaled(acc.data(), line, wy, length);  // acc + wy * line, as sum + wy * line
           }
         } else {
-          for (int64_t i = 0; i < length; ++i) {
-            gi_row[i] = static_cast<scalar_t>(sum[i] + wy * line[i]);  // one rounding, at the end
-          }
+          axpy_store(gi_row, dh == first ? zeros.data() : acc.data(), line, wy, length);
         }
       }
     }
   });
 }
 
-void upsample_backward_cpu(const torch::stable::Tensor& grad_out, torch::stable::Tensor& grad_in,
-                           const ResizeGeometry& g) {
-  dispatch_floating_types(grad_out.scalar_type(), "upsample_backward_cpu", [&](auto tag) {
-    using scalar_t = typename decltype(tag)::type;
-    if (g.channels_last) {
-      backward_kernel_nhwc<scalar_t>(grad_out.const_data_ptr<scalar_t>(), grad_in.mutable_data_ptr<scalar_t>(), g);
-    } else {
-      backward_kernel<scalar_t>(grad_out.const_data_ptr<scalar_t>(), grad_in.mutable_data_ptr<scalar_t>(), g);
+// The gather along H first, for shapes whose H grows while W shrinks (a column
+// of N pixels from (N, 1) gradients into (1, N), say). Gathering along W first
+// makes H_out lines of W_in values: H_out * W_in work, more than both tensors
+// hold (N^2 there). Here a task sums, for each of its grad_in rows h, the
+// grad_out rows of h's range into one line of W_out * C values (t = sum of
+// wy * grad_out[dh]), then adds each output column of t into the one or two
+// input columns it reads, in increasing order of the output column: per input
+// pixel the same terms and order as a gather over its range, with one writer.
+// Work: (2 H_out + H_in) * W_out + H_in * W_in per image; memory: two lines per
+// task. Both layouts (C = 1 for NCHW), with the same bits.
+template <typename scalar_t>
+static void backward_kernel_h_first(const scalar_t* grad_out, scalar_t* grad_in, const ResizeGeometry& g) {
+  using opmath_t = opmath_type<scalar_t>;
+  const opmath_t rh = axis_ratio<opmath_t>(g.H_in, g.H_out, g.mode, g.scale_h);
+  const opmath_t rw = axis_ratio<opmath_t>(g.W_in, g.W_out, g.mode, g.scale_w);
+  const int64_t C = g.channels_last ? g.channels : 1, N = g.planes / C;
+  const int64_t in_len = g.W_in * C, out_len = g.W_out * C;
+  const int64_t grain = std::max<int64_t>(1, kGrainElements / std::max(in_len, out_len));
+  torch::stable::parallel_for(0, N * g.H_in, grain, [&](int64_t begin, int64_t end) {
+    std::vector<opmath_t> t(out_len), acc(in_len);
+    for (int64_t row = begin; row < end; ++row) {
+      const int64_t n = row / g.H_in, h = row % g.H_in;
+      scalar_t* gi_row = grad_in + row * in_len;
+      int64_t first, stop;
+      gather_range<opmath_t>(h, g.H_in, g.H_out, rh, g.mode, first, stop);
+      if (first >= stop) {
+        std::fill(gi_row, gi_row + in_len, static_cast<scalar_t>(0));
+        continue;
+      }
+      std::fill(t.begin(), t.end(), opmath_t(0));
+      for (int64_t dh = first; dh < stop; ++dh) {
+        const opmath_t wy = tap_weight<opmath_t>(source_taps<opmath_t>(dh, g.H_in, rh, g.mode), h);
+        add_scaled(t.data(), grad_out + (n * g.H_out + dh) * out_len, wy, out_len);
+      }
+      std::fill(acc.begin(), acc.end(), opmath_t(0));
+      for (int64_t dw = 0; dw < g.W_out; ++dw) {
+        const Taps<opmath_t> tw = source_taps<opmath_t>(dw, g.W_in, rw, g.mode);
+        add_scaled(acc.data() + tw.i0 * C, t.data() + dw * C, tap_weight<opmath_t>(tw, tw.i0), C);
+        if (tw.i1 != tw.i0) {
+          add_scaled(acc.data() + tw.i1 * C, t.data() + dw * C, tap_weight<opmath_t>(tw, tw.i1), C);
+        }
+      }
+      for (int64_t i = 0; i < in_len; ++i) {
+        gi_row[i] = static_cast<scalar_t>(acc[i]);
+      }
     }
   });
+}
+
+// Which order, and the chunks of columns: see the top of the file.
+template <typename scalar_t>
+static void backward_cpu(const scalar_t* grad_out, scalar_t* grad_in, const ResizeGeometry& g) {
+  using opmath_t = opmath_type<scalar_t>;
+  if (g.H_out > g.H_in && g.W_out < g.W_in) {
+    return backward_kernel_h_first<scalar_t>(grad_out, grad_in, g);
+  }
+  const opmath_t rw = axis_ratio<opmath_t>(g.W_in, g.W_out, g.mode, g.scale_w);
+  const int64_t chunk = chunk_pixels(g.channels_last ? g.channels : 1);
+  for (int64_t w0 = 0; w0 < g.W_in; w0 += chunk) {
+    const GatherTable<opmath_t> cols(g.W_in, g.W_out, rw, g.mode, w0, std::min(g.W_in, w0 + chunk));
+    if (g.channels_last) {
+      backward_kernel_nhwc<scalar_t>(grad_out, grad_in, g, cols);
+    } else {
+      backward_kernel<scalar_t>(grad_out, grad_in, g, cols);
+    }
+  }
+}
+
+void upsample_backward_cpu(const torch::stable::Tensor& grad_out, torch::stable::Tensor& grad_in,
+                           const ResizeGeometry& g) {
+  THO_DISPATCH_V2(grad_out.scalar_type(), "upsample_backward_cpu", AT_WRAP(([&] {
+    backward_cpu<scalar_t>(grad_out.const_data_ptr<scalar_t>(), grad_in.mutable_data_ptr<scalar_t>(), g);
+  })), AT_FLOATING_TYPES, torch::headeronly::ScalarType::Half, torch::headeronly::ScalarType::BFloat16);
 }

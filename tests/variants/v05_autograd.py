@@ -5,6 +5,7 @@ some test of the chapter)."""
 from coursekit.exercises import Variant
 
 FN, OP, STE, MOD = "trilinear_function.py", "trilinear_op.py", "ste.py", "module.py"
+TRI = "trilinear_triton.py"
 OPS, QH = "csrc/ops.cpp", "csrc/quantize.h"
 CPU, CU, CHK, QCPU = "csrc/trilinear_cpu.cpp", "csrc/trilinear_cuda.cu", "csrc/trilinear.cpp", "csrc/quantize_cpu.cpp"
 
@@ -228,11 +229,11 @@ VARIANTS = [
             OPS, "TORCH_LIBRARY_IMPL(ch05, AutocastCPU, m) {\n  m.impl(\"trilinear\", &trilinear_autocast<c10::DeviceType::CPU>);\n}\n",
             ""),
     Variant("autocast-lower-precision", "casts every input to autocast's low type: the coordinates lose precision",
-            OPS, "at::autocast::promote_type(\n      at::autocast::get_lower_precision_fp_from_device_type(kDevice), kDevice, feats, points);",
-            "at::autocast::get_lower_precision_fp_from_device_type(kDevice);"),
+            OPS, "to_type = to_type ? c10::promoteTypes(*to_type, t->scalar_type()) : t->scalar_type();",
+            "to_type = at::autocast::get_lower_precision_fp_from_device_type(kDevice);"),
     Variant("autocast-always-float32", "casts every input to float32: two float16 inputs are copied and come back float32",
-            OPS, "at::autocast::promote_type(\n      at::autocast::get_lower_precision_fp_from_device_type(kDevice), kDevice, feats, points);",
-            "at::kFloat;"),
+            OPS, "to_type = to_type ? c10::promoteTypes(*to_type, t->scalar_type()) : t->scalar_type();",
+            "to_type = at::kFloat;"),
     Variant("quantize-inv-scale-double", "inv_scale as double 1/scale rounded to T, not T(1) / T(scale)",
             "csrc/quantize.h", "return {s, T(1) / s,", "return {s, static_cast<T>(1.0 / scale),"),
     # second round of learner mistakes: empty gradients, double backward in feats, fake strides, ranks, grid types
@@ -406,4 +407,24 @@ VARIANTS += [
             "same operator that trilinear_backward_op names)",
             OP, "grad_feats, grad_points = trilinear_backward_op(grad_out,",
             "grad_feats, grad_points = torch.ops.ch05.trilinear_backward(grad_out,", correct=True),
+    # ------------------------------------------------------------------ triton-forward
+    Variant("triton-mask-features-only", "masks the feature axis only: the rows of the last tile past N are "
+            "read and stored too", TRI, "mask = n_ok[:, None] & (f < F)[None, :]", "mask = (f < F)[None, :]"),
+    Variant("triton-store-unmasked", "loads with the mask, stores the whole tile: a partial tile writes past out",
+            TRI, "acc.to(out_ptr.dtype.element_ty), mask=mask)", "acc.to(out_ptr.dtype.element_ty))"),
+    Variant("triton-corner-order-swapped", "y and z offsets swapped: corner k's y factor from bit 0, z from bit 1",
+            TRI, "wy = v if (k >> 1) & 1 else 1 - v\n        wz = w if k & 1 else 1 - w",
+            "wy = v if k & 1 else 1 - v\n        wz = w if (k >> 1) & 1 else 1 - w"),
+    Variant("triton-contiguous-strides", "assumes contiguous feats (offsets n*8*F + k*F + f) instead of its strides",
+            TRI, "corner = feats_ptr + n64[:, None] * stride_fn + f[None, :] * stride_ff",
+            "corner = feats_ptr + n64[:, None] * 8 * F + f[None, :]"),
+    Variant("triton-storage-type-math", "computes in the storage type: float16/bfloat16 products and sums round "
+            "at every step", TRI, "compute: tl.constexpr = tl.float64 if feats_ptr.dtype.element_ty == tl.float64 "
+            "else tl.float32", "compute: tl.constexpr = feats_ptr.dtype.element_ty"),
+    Variant("triton-float32-always", "computes in float32 for every dtype: float64 loses its precision",
+            TRI, "compute: tl.constexpr = tl.float64 if feats_ptr.dtype.element_ty == tl.float64 else tl.float32",
+            "compute: tl.constexpr = tl.float32"),
+    Variant("triton-other-and-fma-form", "loads with other=0 and maps [-1, 1] to [0, 1] as x/2 + 1/2 (the same "
+            "value: halving is exact)", TRI, "u = (tl.load(p, mask=n_ok).to(compute) + 1) * 0.5",
+            "u = tl.load(p, mask=n_ok, other=0.0).to(compute) * 0.5 + 0.5", correct=True),
 ]

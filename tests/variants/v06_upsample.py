@@ -63,10 +63,14 @@ VARIANTS = [
             "csrc/upsample_cpu.cpp", "const opmath_t* sum = dh == first ? zeros.data() : acc.data();\n",
             "const opmath_t* sum = acc.data();\n"),
     Variant("cpu-gather-first-weight", "uses the range's first row weight for every grad_out row",
-            "csrc/upsample_cpu.cpp", "rows.weight[rows.offset[h] + (dh - first)]", "rows.weight[rows.offset[h]]"),
+            "csrc/upsample_cpu.cpp",
+            "        const opmath_t wy = tap_weight<opmath_t>(source_taps<opmath_t>(dh, g.H_in, rh, g.mode), h);\n"
+            "        // One pass over the row per grad_out row",
+            "        const opmath_t wy = tap_weight<opmath_t>(source_taps<opmath_t>(first, g.H_in, rh, g.mode), h);\n"
+            "        // One pass over the row per grad_out row"),
     Variant("cpu-gather-empty-range-unwritten", "skips the grad_in rows that no output row reads, leaving "
             "whatever the fresh tensor held",
-            "csrc/upsample_cpu.cpp", "        std::fill(gi_row, gi_row + g.W_in, static_cast<scalar_t>(0));\n", ""),
+            "csrc/upsample_cpu.cpp", "        std::fill(gi_row, gi_row + width, static_cast<scalar_t>(0));\n", ""),
     Variant("cpu-gather-last-row-dropped", "stores the row before adding the range's last grad_out row",
             "csrc/upsample_cpu.cpp", "gi_row[w] = static_cast<scalar_t>(sum[w] + wy * line[w]);",
             "gi_row[w] = static_cast<scalar_t>(sum[w]);"),
@@ -248,12 +252,10 @@ VARIANTS = [
             "csrc/upsample_cpu.cpp",
             "  const opmath_t rh = axis_ratio<opmath_t>(g.H_in, g.H_out, g.mode, g.scale_h);\n"
             "  const opmath_t rw = axis_ratio<opmath_t>(g.W_in, g.W_out, g.mode, g.scale_w);\n"
-            "  const std::vector<Taps<opmath_t>> xtaps = taps_table<opmath_t>(g.W_in, g.W_out, rw, g.mode);\n"
-            "  const int64_t C = g.channels_last ? g.channels : 1;",
+            "  // The taps of the chunk's output columns",
             "  const opmath_t rh = axis_ratio<opmath_t>(g.W_in, g.W_out, g.mode, g.scale_w);\n"
             "  const opmath_t rw = axis_ratio<opmath_t>(g.H_in, g.H_out, g.mode, g.scale_h);\n"
-            "  const std::vector<Taps<opmath_t>> xtaps = taps_table<opmath_t>(g.W_in, g.W_out, rw, g.mode);\n"
-            "  const int64_t C = g.channels_last ? g.channels : 1;"),
+            "  // The taps of the chunk's output columns"),
     Variant("weights-swapped", "gives x[i0] the weight l and x[i1] the weight 1 - l",
             "csrc/upsample.h",
             "return (T(1) - t.l) * static_cast<T>(line[t.i0]) + t.l * static_cast<T>(line[t.i1]);",
@@ -326,8 +328,11 @@ VARIANTS = [
             "got {_DTYPE_NAMES.get(t.dtype, t.dtype)}\")"),
     Variant("cpu-gather-caches-whole-range", "keeps every grad_out line of a gather range: H_out * W_in values "
             "per task when one input row is read by all output rows",
-            "csrc/upsample_cpu.cpp", "const int64_t slots = std::min<int64_t>(rows.longest, kLineSlots);",
-            "const int64_t slots = rows.longest;"),
+            "csrc/upsample_cpu.cpp",
+            "  const int64_t slots = longest_range<opmath_t>(g.H_in, g.H_out, rh, g.mode, kLineSlots);\n"
+            "  // BEGIN SOLUTION gather-backward",
+            "  const int64_t slots = longest_range<opmath_t>(g.H_in, g.H_out, rh, g.mode, g.H_out);\n"
+            "  // BEGIN SOLUTION gather-backward"),
     Variant("scale-not-bounded", "passes a tiny scale factor on as it is: 1 / scale overflows float, and "
             "tf_legacy's first coordinate becomes 0 * inf = NaN",
             "csrc/ops.cpp", "mode, bounded_scale(scale_h, H_in), bounded_scale(scale_w, W_in)};",
@@ -483,10 +488,10 @@ VARIANTS += [
             "    // elements once, and nothing else. grad_out row dh goes to slot\n"
             "    // dh % slots of the cache: consecutive rows of a range never share a\n"
             "    // slot, so a range of up to `slots` rows is gathered along W once.\n"
-            "    LineCache<opmath_t> cache(slots, g.W_in);\n"
-            "    std::vector<opmath_t> acc(g.W_in);\n",
-            "  LineCache<opmath_t> cache(slots, g.W_in);\n"
-            "  std::vector<opmath_t> acc(g.W_in);\n"
+            "    LineCache<opmath_t> cache(slots, width);\n"
+            "    std::vector<opmath_t> acc(width);\n",
+            "  LineCache<opmath_t> cache(slots, width);\n"
+            "  std::vector<opmath_t> acc(width);\n"
             "  torch::stable::parallel_for(0, n_rows, grain, [&](int64_t begin, int64_t end) {\n"),
     Variant("cpu-gather-cache-key-w-out", "keys the line cache by p * W_out + dh (W_out, not H_out): keys of two "
             "planes collide when H_out > W_out",
@@ -519,32 +524,34 @@ VARIANTS += [
             '    // elements once, and nothing else. grad_out row dh goes to slot\n'
             '    // dh % slots of the cache: consecutive rows of a range never share a\n'
             '    // slot, so a range of up to `slots` rows is gathered along W once.\n'
-            '    LineCache<opmath_t> cache(slots, g.W_in);\n'
-            '    std::vector<opmath_t> acc(g.W_in);\n'
-            '    const std::vector<opmath_t> zeros(g.W_in, opmath_t(0));\n'
+            '    LineCache<opmath_t> cache(slots, width);\n'
+            '    std::vector<opmath_t> acc(width);\n'
+            '    const std::vector<opmath_t> zeros(width, opmath_t(0));\n'
             '    for (int64_t row = begin; row < end; ++row) {\n'
             '      const int64_t p = row / g.H_in, h = row % g.H_in;\n'
-            '      scalar_t* gi_row = grad_in + row * g.W_in;\n'
-            '      const int64_t first = rows.begin[h], last = rows.end[h] - 1;\n'
+            '      scalar_t* gi_row = grad_in + row * g.W_in + cols.lo;\n'
+            '      int64_t first, stop;  // the grad_out rows [first, stop) read input row h\n'
+            '      gather_range<opmath_t>(h, g.H_in, g.H_out, rh, g.mode, first, stop);\n'
+            '      const int64_t last = stop - 1;\n'
             '      if (first > last) {  // no output row reads input row h: its gradient is 0\n'
-            '        std::fill(gi_row, gi_row + g.W_in, static_cast<scalar_t>(0));\n'
+            '        std::fill(gi_row, gi_row + width, static_cast<scalar_t>(0));\n'
             '        continue;\n'
             '      }\n'
             '      for (int64_t dh = first; dh <= last; ++dh) {\n'
-            '        // grad_out row dh of plane p, gathered along W: line[w] for every input column w\n'
+            '        // grad_out row dh of plane p, gathered along W: line[w] for every input column w of the chunk\n'
             '        const opmath_t* line = cache.get(p * g.H_out + dh, dh % slots, [&](opmath_t* dst) {\n'
             '          gather_line(cols, grad_out + (p * g.H_out + dh) * g.W_out, dst);\n'
             '        });\n'
-            '        const opmath_t wy = rows.weight[rows.offset[h] + (dh - first)];\n'
+            '        const opmath_t wy = tap_weight<opmath_t>(source_taps<opmath_t>(dh, g.H_in, rh, g.mode), h);\n'
             '        // One pass over the row per grad_out row: the first adds to zeros (no\n'
             '        // separate zeroing pass), the last stores (no separate store pass).\n'
             '        const opmath_t* sum = dh == first ? zeros.data() : acc.data();\n'
             '        if (dh < last) {\n'
-            '          for (int64_t w = 0; w < g.W_in; ++w) {  // contiguous: vectorised\n'
+            '          for (int64_t w = 0; w < width; ++w) {  // contiguous: vectorised\n'
             '            acc[w] = sum[w] + wy * line[w];\n'
             '          }\n'
             '        } else {\n'
-            '          for (int64_t w = 0; w < g.W_in; ++w) {\n'
+            '          for (int64_t w = 0; w < width; ++w) {\n'
             '            gi_row[w] = static_cast<scalar_t>(sum[w] + wy * line[w]);  // one rounding, at the end\n'
             '          }\n'
             '        }\n'
@@ -553,23 +560,25 @@ VARIANTS += [
             '  });\n',
             '  (void)slots;\n'
             '  torch::stable::parallel_for(0, n_rows, grain, [&](int64_t begin, int64_t end) {\n'
-            '    std::vector<opmath_t> acc(g.W_in);\n'
+            '    std::vector<opmath_t> acc(width);\n'
             '    for (int64_t row = begin; row < end; ++row) {\n'
             '      const int64_t p = row / g.H_in, h = row % g.H_in;\n'
             '      std::fill(acc.begin(), acc.end(), opmath_t(0));\n'
-            '      for (int64_t dh = rows.begin[h]; dh < rows.end[h]; ++dh) {\n'
-            '        const opmath_t wy = rows.weight[rows.offset[h] + (dh - rows.begin[h])];\n'
+            '      int64_t first, stop;\n'
+            '      gather_range<opmath_t>(h, g.H_in, g.H_out, rh, g.mode, first, stop);\n'
+            '      for (int64_t dh = first; dh < stop; ++dh) {\n'
+            '        const opmath_t wy = tap_weight<opmath_t>(source_taps<opmath_t>(dh, g.H_in, rh, g.mode), h);\n'
             '        const scalar_t* go = grad_out + (p * g.H_out + dh) * g.W_out;\n'
-            '        for (int64_t w = 0; w < g.W_in; ++w) {\n'
-            '          for (int64_t dw = cols.begin[w]; dw < cols.end[w]; ++dw) {\n'
-            '            const opmath_t wx = cols.weight[cols.offset[w] + (dw - cols.begin[w])];\n'
-            '            acc[w] += wy * wx * static_cast<opmath_t>(go[dw]);\n'
+            '        for (int64_t k = 0; k < width; ++k) {\n'
+            '          for (int64_t dw = cols.begin[k]; dw < cols.end[k]; ++dw) {\n'
+            '            const opmath_t wx = cols.weight_of(k, dw);\n'
+            '            acc[k] += wy * wx * static_cast<opmath_t>(go[dw]);\n'
             '          }\n'
             '        }\n'
             '      }\n'
-            '      scalar_t* gi_row = grad_in + row * g.W_in;\n'
-            '      for (int64_t w = 0; w < g.W_in; ++w) {\n'
-            '        gi_row[w] = static_cast<scalar_t>(acc[w]);\n'
+            '      scalar_t* gi_row = grad_in + row * g.W_in + cols.lo;\n'
+            '      for (int64_t k = 0; k < width; ++k) {\n'
+            '        gi_row[k] = static_cast<scalar_t>(acc[k]);\n'
             '      }\n'
             '    }\n'
             '  });\n',
@@ -609,14 +618,17 @@ VARIANTS += [
             "const T s = ratio * (static_cast<T>(d) + 0.5) - 0.5;"),
     Variant("cpu-gather-line-rounded-to-storage", "rounds each grad_out line gathered along W to the storage "
             "type (a line buffer of scalar_t), then sums the lines along H in float",
-            "csrc/upsample_cpu.cpp", "    dst[w] = sum;\n", "    dst[w] = static_cast<scalar_t>(sum);\n"),
+            "csrc/upsample_cpu.cpp", "    dst[w] = sum;\n  }\n}\n", "    dst[w] = static_cast<scalar_t>(sum);\n  }\n}\n"),
     Variant("cpu-gather-terms-rounded-to-storage", "rounds each term wy * line[w] to the storage type before "
             "adding it to the float accumulator",
             "csrc/upsample_cpu.cpp", "            acc[w] = sum[w] + wy * line[w];",
             "            acc[w] = sum[w] + static_cast<opmath_t>(static_cast<scalar_t>(wy * line[w]));"),
     Variant("cpu-gather-row-weight-storage-type", "keeps the row weight wy in the storage type",
-            "csrc/upsample_cpu.cpp", "        const opmath_t wy = rows.weight[rows.offset[h] + (dh - first)];",
-            "        const opmath_t wy = static_cast<scalar_t>(rows.weight[rows.offset[h] + (dh - first)]);"),
+            "csrc/upsample_cpu.cpp",
+            "        const opmath_t wy = tap_weight<opmath_t>(source_taps<opmath_t>(dh, g.H_in, rh, g.mode), h);\n"
+            "        // One pass over the row per grad_out row",
+            "        const opmath_t wy = static_cast<scalar_t>(tap_weight<opmath_t>(source_taps<opmath_t>(dh, g.H_in, rh, g.mode), h));\n"
+            "        // One pass over the row per grad_out row"),
     Variant("cpu-gather-slot-modulo-constant", "picks the cache slot as dh % kLineSlots, not dh % slots: "
             "slots past the cache's end when the ranges are short",
             "csrc/upsample_cpu.cpp", "cache.get(p * g.H_out + dh, dh % slots,", "cache.get(p * g.H_out + dh, dh % kLineSlots,"),
@@ -636,8 +648,8 @@ VARIANTS += [
             "csrc/upsample.h", "      return s < T(0) ? T(0) : s;", "      return d == 0 && s < T(0) ? T(0) : s;"),
     Variant("cpu-gather-static-zeros", "makes the row of zeros static (built once, by the first call's W_in): "
             "a later call with a wider row reads past it",
-            "csrc/upsample_cpu.cpp", "    const std::vector<opmath_t> zeros(g.W_in, opmath_t(0));\n",
-            "    static const std::vector<opmath_t> zeros(g.W_in, opmath_t(0));\n"),
+            "csrc/upsample_cpu.cpp", "    const std::vector<opmath_t> zeros(width, opmath_t(0));\n",
+            "    static const std::vector<opmath_t> zeros(width, opmath_t(0));\n"),
     Variant("cpu-gather-nhwc-shared-scratch", "the channels-last gather creates its line cache and accumulator "
             "once, outside parallel_for: tasks on different threads share them",
             "csrc/upsample_cpu.cpp",
