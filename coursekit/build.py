@@ -71,9 +71,9 @@ def _sources(src: Path, cuda: bool) -> list[Path]:
     return files
 
 
-def build_dir(src: Path, cuda: bool) -> Path:
+def build_dir(src: Path, cuda: bool, device_debug: bool = False) -> Path:
     tag = hashlib.sha1(str(src.resolve()).encode()).hexdigest()[:8]
-    return BUILD_ROOT / f"{src.name}-{tag}-{'cuda' if cuda else 'cpu'}"
+    return BUILD_ROOT / f"{src.name}-{tag}-{'cuda' if cuda else 'cpu'}{'-G' if cuda and device_debug else ''}"
 
 
 def _trim_compiler_output(text: str, limit: int = 60) -> str:
@@ -124,7 +124,8 @@ class _Progress:
             self.say(f"[course] {self.what}: done in {elapsed:.0f} s")
 
 
-def build(source: str | Path, *, cuda: bool | None = None, verbose: bool = False, progress=None) -> ModuleType:
+def build(source: str | Path, *, cuda: bool | None = None, verbose: bool = False, progress=None,
+          device_debug: bool = False) -> ModuleType:
     """Build (or reuse) the extension in `source` and return it as a module.
 
     cuda=None lets `toolkit.plan_build()` decide; True/False force it.
@@ -133,6 +134,9 @@ def build(source: str | Path, *, cuda: bool | None = None, verbose: bool = False
     text (True: print to stderr), told what is compiled and for how long.
     A folder whose csrc/ equals the chapter's own (a learner's workspace that differs
     only in Python files) reuses the chapter's build.
+    device_debug: CUDA code compiled with nvcc -G, unoptimised, in a build folder of its own: every
+    load and store where the source puts it (the memcheck tests; optimised code may move a load
+    whose value a thread never uses past the bounds check, or drop it, and memcheck sees none).
     """
     src = Path(source).resolve()
     chapter = chapters.find(src)
@@ -159,7 +163,8 @@ def build(source: str | Path, *, cuda: bool | None = None, verbose: bool = False
     if not cpp_extension.is_ninja_available():
         raise toolkit.SetupError("ninja is not installed in this Python.\n  fix: python -m pip install ninja")
 
-    out = build_dir(src, cuda)
+    out = build_dir(src, cuda, device_debug)
+    nvcc_flags = NVCC_FLAGS if not (cuda and device_debug) else [f for f in NVCC_FLAGS if f != "-lineinfo"] + ["-G"]
     out.mkdir(parents=True, exist_ok=True)
     defines = ["-DWITH_CUDA"] if cuda else []
     extra_cxx, extra_nvcc, openmp = chapter_flags(chapter)
@@ -173,7 +178,7 @@ def build(source: str | Path, *, cuda: bool | None = None, verbose: bool = False
                 name=chapter.module,
                 sources=[str(p) for p in sources],
                 extra_cflags=[f for f in CXX_FLAGS if f not in no_omp] + defines + extra_cxx,
-                extra_cuda_cflags=NVCC_FLAGS + defines + extra_nvcc,
+                extra_cuda_cflags=nvcc_flags + defines + extra_nvcc,
                 # a copy: torch appends its own libraries to this list
                 extra_ldflags=[f for f in LD_FLAGS if f not in no_omp] + toolkit.libstdcxx_link_flags(),
                 extra_include_paths=[str(src / "csrc")],
@@ -188,7 +193,7 @@ def build(source: str | Path, *, cuda: bool | None = None, verbose: bool = False
         raise
     if cuda:
         _check_gpu_code(Path(module.__file__))
-    module.__course_build__ = {"cuda": cuda, "source": str(src), "build_dir": str(out)}
+    module.__course_build__ = {"cuda": cuda, "source": str(src), "build_dir": str(out), "device_debug": device_debug}
     sys.modules[chapter.module] = module
     return module
 

@@ -40,7 +40,7 @@ class Verdict:
     exercise: str
     status: str  # "PASS", "NOT YET", "compiled", "not checked"
     summary: str = ""  # one line: counts, or why not checked
-    first: str = ""  # the first failing test
+    first: str = ""  # the failing test shown: the most telling (most_telling)
     message: list[str] = field(default_factory=list)  # its message, a few lines
     passed: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
@@ -264,6 +264,33 @@ def _message_lines(message: str, limit: int = 12, width: int = 110) -> list[str]
     return keep
 
 
+_LOCATED = re.compile(r"\bat \(|\bat x = |first at |flat index \d|, thread \(")
+_SIZE = re.compile(r"\b\d+ of (\d+)\b")
+
+
+def telling_rank(message: str) -> tuple[int, int]:
+    """How well a failure message points at the bug, smaller first: (kind, size).
+
+    kind 0: a place (an index, a thread) and what was got there; 1: a place; 2: got and expected,
+    no place; 3: the rest (a relative error over a whole tensor, an exception). size: the number of
+    elements of the case ("3 of 40 elements ..."), the smallest case being the easiest to follow."""
+    text = message.lower()
+    place, got = _LOCATED.search(message) is not None, "got" in text
+    kind = 0 if place and got else 1 if place else 2 if got and "expected" in text else 3
+    sizes = [int(m.group(1)) for m in _SIZE.finditer(message)]
+    return kind, min(sizes) if sizes else 1 << 62
+
+
+def most_telling(failed: list, messages: dict) -> list:
+    """The failure to show first, of rows (nodeid, outcome, first line) in test order: the one whose
+    message names a place with got and expected, then the smallest case, then the earliest test."""
+    def key(item):
+        i, row = item
+        return telling_rank(messages.get(row[0], row[2])), i
+
+    return min(enumerate(failed), key=key)[1]
+
+
 def _verdict_from(name: str, doc: dict | None, log: str, gpu: bool) -> Verdict:
     if doc is None:
         build_error = log.strip().splitlines()
@@ -274,7 +301,7 @@ def _verdict_from(name: str, doc: dict | None, log: str, gpu: bool) -> Verdict:
     failed = [r for r in rows if r[1] in ("failed", "error")]
     skipped = [r for r in rows if r[1] == "skipped"]
     if failed:
-        nodeid, _, message = failed[0][:3]
+        nodeid, _, message = most_telling(failed, doc.get("messages", {}))[:3]
         full = doc.get("messages", {}).get(nodeid, message)
         return Verdict(name, "NOT YET", f"{len(failed)} of {len(failed) + len(passed)} tests fail",
                        first=nodeid.split("::", 1)[-1], message=_message_lines(full),
@@ -416,8 +443,8 @@ def format_table(chapter: chapters.Chapter, verdicts: list[Verdict], verbose: bo
     todo = [v for v in verdicts if v.status == "NOT YET" and (v.message or v.first) and not v.summary.startswith("not started")]
     for v in todo:
         out.append("")
-        out.append(f"{v.exercise}: " + (f"first failing test: {v.first}" if v.first else v.summary))
-        out += ["  " + ln for ln in (v.message if verbose else v.message[:4])]
+        out.append(f"{v.exercise}: " + (f"failing test: {v.first}" if v.first else v.summary))
+        out += ["  " + ln for ln in (v.message if verbose else v.message[:6])]
     if verbose:
         for v in verdicts:
             if v.log:

@@ -34,16 +34,30 @@ def rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
     return diff / denom if denom > 0 else diff
 
 
-def assert_close(out: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype | None = None, what: str = "output", tol: float | None = None) -> None:
-    """Assert shape, dtype and relative error with a message a learner can act on."""
+def assert_finite(out: torch.Tensor, what: str = "output") -> None:
+    """No NaN or Inf in `out` (an element never written stays NaN under poisoned_empty); else where the first is."""
+    bad = ~torch.isfinite(out.detach().cpu())
+    if bad.any():
+        idx = tuple(int(j) for j in bad.nonzero()[0])
+        raise AssertionError(f"{what}: {int(bad.sum())} of {out.numel()} elements are NaN/Inf (never written, or a "
+                             f"stub?); first at {idx}: got {out.detach().flatten()[int(bad.flatten().nonzero()[0])].item()}")
+
+
+def assert_close(out: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype | None = None, what: str = "output",
+                 tol: float | None = None, inputs=None) -> None:
+    """Assert shape, dtype and relative error with a message a learner can act on (see `mismatch`;
+    `inputs(index)` describes the inputs that produced the output at `index`)."""
     dtype = dtype or out.dtype
     assert out.shape == ref.shape, f"{what}: shape {tuple(out.shape)}, expected {tuple(ref.shape)}"
     assert out.dtype == dtype, f"{what}: dtype {out.dtype}, expected {dtype}"
-    bad = (~torch.isfinite(out.detach())).sum().item()
-    assert bad == 0, f"{what}: {bad} of {out.numel()} elements are NaN/Inf (never written, or a stub?)"
+    assert_finite(out, what)
     tol = TOLERANCE[dtype] if tol is None else tol
     err = rel_error(out, ref)
-    assert err <= tol, f"{what}: relative error {err:.3g} > tolerance {tol:.1g} for {dtype}"
+    if err > tol:
+        got, ref64 = out.detach().double().cpu(), ref.detach().double().cpu()
+        scale = ref64.abs().clamp(min=max(ref64.abs().max().item() * 2.0**-6, 1e-300))
+        raise AssertionError(mismatch(what, got, ref64, scale, dtype, f"relative error {err:.3g} > tolerance {tol:.1g} "
+                                      f"for {dtype}", allowed=None, inputs=inputs))
 
 
 @contextlib.contextmanager
@@ -111,11 +125,16 @@ def assert_memcheck_clean(code: str, what: str, timeout: float = 900) -> None:
 
 def memcheck_script(source: str | Path, body: str) -> str:
     """A script for assert_memcheck_clean: build (or reuse) the extension in `source` as `ext`,
-    run `body` (which may use torch and ext), wait for the GPU."""
+    run `body` (which may use torch and ext), wait for the GPU.
+
+    The CUDA code is built unoptimised (nvcc -G, build.build(device_debug=True)): optimised code
+    moves a load whose value the thread never uses below the bounds check (a kernel that reads
+    points[n] before `if (n >= N) return` reads nothing past the end once compiled), so memcheck,
+    which sees the machine code, would pass the source's out-of-bounds read."""
     from . import ROOT
 
     return (f"import sys\nsys.path.insert(0, {str(ROOT)!r})\nimport torch\nfrom coursekit import build\n"
-            f"ext = build.build({str(source)!r})\n{body}\ntorch.cuda.synchronize()\n")
+            f"ext = build.build({str(source)!r}, device_debug=True)\n{body}\ntorch.cuda.synchronize()\n")
 
 
 def cuda_available() -> bool:
@@ -137,8 +156,69 @@ def ulp_of(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return torch.exp2(torch.floor(torch.log2(mag)) - MANTISSA_BITS[dtype])
 
 
+# Advice sized to the error. An element off by a few roundings of a lower precision is a
+# precision mistake (a step in the wrong type); one off by more is a wrong value (an index, a
+# weight, a range), and precision advice would send the learner the wrong way. The line between
+# them, as |got - expected| / scale (the element's size, or a floor where terms cancel):
+# float64: 2^-14, 1000s of float32 roundings (the tests ask for 1e-12); float32: 2^-10, a
+# float16 step, a fast approximation or a short constant; float16 and bfloat16: 16 ulp.
+ROUNDING_SIZED = {torch.float64: 2.0**-14, torch.float32: 2.0**-10, torch.float16: 2.0**-6, torch.bfloat16: 2.0**-3}
+PRECISION_ADVICE = {
+    torch.float64: "Off by a rounding of float32: does some step go through float32 (a float variable, an f "
+                   "literal, float as the arithmetic type)?",
+    torch.float32: "A near miss, larger than float32's rounding: a step in a 16-bit type, a fast approximation "
+                   "(__expf), or a constant with too few digits?",
+    torch.float16: "Off by roundings: compute in float (at::opmath_type) and round to float16 once, at the end.",
+    torch.bfloat16: "Off by roundings: compute in float (at::opmath_type) and round to bfloat16 once, at the end.",
+}
+FAR_ADVICE = "the values are far off, not rounding: an index, a weight or a range is wrong"
+
+
+def _value(v: float, dtype: torch.dtype) -> str:
+    return repr(v) if dtype == torch.float64 else f"{v:.9g}"
+
+
+def mismatch(what: str, got: torch.Tensor, ref: torch.Tensor, scale: torch.Tensor | float, dtype: torch.dtype,
+             rule: str, *, allowed: torch.Tensor | None = None, unit: torch.Tensor | None = None, inputs=None) -> str:
+    """The message for `got` (float64, CPU) not matching the float64 `ref`, advice sized to the error.
+
+    scale: each element's size for the relative error; rule: what was asked ("are more than 1 ulp
+    of torch.float16 from the float64 reference"; with allowed=None, the whole sentence, e.g. a
+    relative-norm check); allowed: each element's allowance (counts the wrong ones); unit: the ulp,
+    to say the error in ulp; inputs(index) -> text: the inputs that produced the output at index.
+    A rounding-sized error (ROUNDING_SIZED) gets the worst element and precision advice; a larger
+    one gets FAR_ADVICE and the first element that is far off, with its inputs.
+    """
+    err = (got - ref).abs()
+    rel = torch.where(err == 0, 0.0, err / scale)  # 0/0 where an element is exactly 0 and right
+    head = f"{what}: " + (f"{int((err > allowed).sum())} of {ref.numel()} elements {rule}" if allowed is not None
+                          else rule)
+
+    def at(i: int, size: str = "") -> str:
+        idx = tuple(int(j) for j in torch.unravel_index(torch.tensor(i), ref.shape))
+        text = (f"at {idx}: got {_value(got.flatten()[i].item(), dtype)}, expected {_value(ref.flatten()[i].item(), dtype)}"
+                + (f" ({size})" if size else ""))
+        if inputs is not None:
+            try:
+                text += f"; inputs: {inputs(idx)}"
+            except Exception:  # noqa: BLE001 - the description is a help, never the failure
+                pass
+        return text
+
+    worst_rel = rel.max().item()
+    if worst_rel <= ROUNDING_SIZED[dtype]:
+        i = int(torch.argmax(err / allowed)) if allowed is not None else int(torch.argmax(rel))
+        size = (f"{(err.flatten()[i] / unit.flatten()[i]).item():.1f} ulp" if unit is not None
+                else f"relative error {rel.flatten()[i].item():.2g}")
+        return f"{head}; worst {at(i, size)}. {PRECISION_ADVICE[dtype]}"
+    far = rel.flatten() > ROUNDING_SIZED[dtype]
+    first = int(far.nonzero()[0])
+    return (f"{head}: {FAR_ADVICE} ({int(far.sum())} of {ref.numel()} elements, relative error up to "
+            f"{worst_rel:.2g}). First wrong {at(first)}")
+
+
 def assert_rounded(out: torch.Tensor, ref64: torch.Tensor, *, ulps: float = 1.0, tiny: float | None = None,
-                   what: str = "output") -> None:
+                   what: str = "output", inputs=None) -> None:
     """Every element of `out` within `ulps` units in the last place of out.dtype of the float64 `ref64`.
 
     This is what a kernel that accumulates in float (at::opmath_type) and rounds once
@@ -155,48 +235,33 @@ def assert_rounded(out: torch.Tensor, ref64: torch.Tensor, *, ulps: float = 1.0,
     dtype = out.dtype
     got = out.detach().double().cpu()
     ref = ref64.detach().double().cpu()
-    bad = (~torch.isfinite(got)).sum().item()
-    assert bad == 0, f"{what}: {bad} of {out.numel()} elements are NaN/Inf (never written, or a stub?)"
+    assert_finite(out, what)
     if ref.numel() == 0:
         return
     if tiny is None:
         tiny = ref.abs().max().item() * 2.0**-6
     allowed = ulps * ulp_of(ref.abs().clamp(min=tiny), dtype)
-    err = (got - ref).abs()
-    over = err > allowed
-    if over.any():
-        i = int(torch.argmax(err / allowed))
-        idx = tuple(int(j) for j in torch.unravel_index(torch.tensor(i), ref.shape))
-        worst = (err.flatten()[i] / (allowed.flatten()[i] / ulps)).item()
-        raise AssertionError(
-            f"{what}: {int(over.sum())} of {ref.numel()} elements are more than {ulps:g} ulp of {dtype} from the "
-            f"float64 reference; worst at {idx}: got {got.flatten()[i].item():.9g}, expected {ref.flatten()[i].item():.9g} "
-            f"({worst:.1f} ulp). Compute in float (at::opmath_type) and round to {str(dtype).replace('torch.', '')} once, at the end."
-        )
+    if ((got - ref).abs() > allowed).any():
+        raise AssertionError(mismatch(what, got, ref, ref.abs().clamp(min=tiny), dtype,
+                                      f"are more than {ulps:g} ulp of {dtype} from the float64 reference",
+                                      allowed=allowed, unit=allowed / ulps, inputs=inputs))
 
 
 def assert_float64(out: torch.Tensor, ref: torch.Tensor, tol: float = 1e-12, what: str = "output",
-                   floor: float = 0.0) -> None:
+                   floor: float = 0.0, inputs=None) -> None:
     """Every element within tol of the float64 reference, relative to its size (at least 2^-6 of
     the largest, and at least `floor`): what float64 arithmetic gives, and 1e4 times finer than
     anything through float32."""
     assert out.dtype == torch.float64, f"{what}: dtype {out.dtype}, expected torch.float64"
     assert out.shape == ref.shape, f"{what}: shape {tuple(out.shape)}, expected {tuple(ref.shape)}"
     got, ref = out.detach().cpu(), ref.detach().double().cpu()
-    bad = (~torch.isfinite(got)).sum().item()
-    assert bad == 0, f"{what}: {bad} of {got.numel()} elements are NaN/Inf (never written, or a stub?)"
+    assert_finite(out, what)
     if ref.numel() == 0:
         return
     scale = ref.abs().clamp(min=max(ref.abs().max().item() * 2.0**-6, floor, 1e-300))
-    rel = (got - ref).abs() / scale
-    worst = int(rel.argmax())
-    if rel.flatten()[worst] > tol:
-        idx = tuple(int(j) for j in torch.unravel_index(torch.tensor(worst), ref.shape))
-        raise AssertionError(
-            f"{what}: {int((rel > tol).sum())} of {ref.numel()} float64 elements are off by more than {tol:g} "
-            f"(relative); worst at {idx}: got {got.flatten()[worst].item()!r}, expected {ref.flatten()[worst].item()!r} "
-            f"({rel.flatten()[worst].item():.2g}). Is some step done in float32 (a float variable, an f literal)?"
-        )
+    if ((got - ref).abs() > tol * scale).any():
+        raise AssertionError(mismatch(what, got, ref, scale, torch.float64,
+                                      f"are off by more than {tol:g} (relative)", allowed=tol * scale, inputs=inputs))
 
 
 def assert_bitwise(out: torch.Tensor, expected: torch.Tensor, what: str = "output") -> None:
@@ -212,6 +277,33 @@ def assert_bitwise(out: torch.Tensor, expected: torch.Tensor, what: str = "outpu
             f"{what}: {int(differ.sum())} of {a.numel()} elements differ bit for bit; first at flat index {i}: "
             f"got {a.flatten()[i].item()!r}, expected {b.flatten()[i].item()!r}"
         )
+
+
+def assert_property(got, expected, prop: str, what: str = "output") -> None:
+    """got == expected for one named property (strides, dtype, device, shape, layout, a string), with a
+    message that shows both whole: pytest's own comparison elides long strings on both sides."""
+    if got == expected:
+        return
+    text = f"{what}: {prop} {got!r}, expected {expected!r}"
+    if isinstance(got, str) and isinstance(expected, str):
+        i = next((k for k, (a, b) in enumerate(zip(got, expected)) if a != b), min(len(got), len(expected)))
+        text += f" (they differ from character {i}: {got[i:i + 20]!r} vs {expected[i:i + 20]!r})"
+    raise AssertionError(text)
+
+
+def assert_mask(mask: torch.Tensor, expected: torch.Tensor, what: str = "mask", inputs: torch.Tensor | None = None) -> None:
+    """Two boolean tensors equal; else how many differ and the first: index, got, expected, and the input there."""
+    assert_property(mask.dtype, expected.dtype, "dtype", what)
+    assert_property(tuple(mask.shape), tuple(expected.shape), "shape", what)
+    got, want = mask.detach().cpu(), expected.detach().cpu()
+    wrong = got != want
+    if wrong.any():
+        idx = tuple(int(j) for j in wrong.nonzero()[0])
+        text = (f"{what}: {int(wrong.sum())} of {got.numel()} elements wrong; first at {idx}: got {got[idx].item()}, "
+                f"expected {want[idx].item()}")
+        if inputs is not None:
+            text += f" (input {inputs.detach().cpu()[idx].item()!r})"
+        raise AssertionError(text)
 
 
 @contextlib.contextmanager

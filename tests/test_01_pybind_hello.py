@@ -3,6 +3,8 @@
 import pytest
 import torch
 
+from coursekit.testing import assert_property
+
 CHAPTER = "01"
 
 
@@ -22,7 +24,9 @@ def test_echo_returns_the_same_tensor(ext):
 def test_echo_keeps_dtype_and_view(ext):
     x = torch.randn(6, 4, dtype=torch.float64).t()
     y = ext.echo(x)
-    assert y.dtype == torch.float64 and y.stride() == x.stride() and y.data_ptr() == x.data_ptr()
+    assert_property(y.dtype, torch.float64, "dtype", "echo")
+    assert_property(y.stride(), x.stride(), "strides", "echo of a transposed tensor")
+    assert y.data_ptr() == x.data_ptr(), "echo copied the data; return the handle itself"
 
 
 @pytest.mark.exercise("describe")
@@ -38,7 +42,7 @@ def test_echo_keeps_dtype_and_view(ext):
     ],
 )
 def test_describe(ext, make, expected):
-    assert ext.describe(make()) == expected
+    assert_property(ext.describe(make()), expected, "the string", "describe")
 
 
 @pytest.mark.exercise("scale")
@@ -80,7 +84,8 @@ def test_scale_keeps_precision_and_layout(ext, inplace):
     assert y.dtype == torch.float64 and y.shape == x.shape, f"got {y.dtype} {tuple(y.shape)}"
     assert torch.equal(y, expected), "scale lost precision: compute in the tensor's dtype with the double factor"
     if inplace:
-        assert y.stride() == x.stride() and y.data_ptr() == x.data_ptr()
+        assert_property(y.stride(), x.stride(), "strides", "scale(inplace=True)")
+        assert y.data_ptr() == x.data_ptr(), "scale(inplace=True) returned a new tensor; return x itself"
 
 
 def test_scale_argument_types(ext):

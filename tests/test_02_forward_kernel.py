@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from coursekit.testing import (assert_bitwise, assert_close, assert_float64, assert_memcheck_clean, assert_rounded,
-                               expect_error, memcheck_script, poisoned_empty)
+                               assert_property, expect_error, memcheck_script, poisoned_empty)
 
 CHAPTER = "02"
 
@@ -47,12 +47,22 @@ def assert_matches(out: torch.Tensor, feats: torch.Tensor, points: torch.Tensor,
     assert out.dtype == dtype, f"output dtype {out.dtype}, expected {dtype} (the dtype of feats)"
     assert out.device == feats.device, f"output on {out.device}, expected {feats.device} (the device of feats)"
     ref = reference(feats, points)
+
+    def inputs(idx):  # what out[n, f] is made of
+        n, f = idx
+        return (f"points[{n}] = {fmt(points[n])}, feats[{n}, :, {f}] = {fmt(feats[n, :, f])}")
+
     if dtype == torch.float64:
-        assert_float64(out, ref)
+        assert_float64(out, ref, inputs=inputs)
     elif dtype in LOW:
-        assert_rounded(out, ref)
+        assert_rounded(out, ref, inputs=inputs)
     else:
-        assert_close(out, ref.to(dtype), dtype)
+        assert_close(out, ref.to(dtype), dtype, inputs=inputs)
+
+
+def fmt(t: torch.Tensor) -> str:
+    """A few values, short: [0.25, -1, 0.3333]."""
+    return "[" + ", ".join(f"{v:.4g}" for v in t.detach().double().cpu().flatten().tolist()) + "]"
 
 
 def check_forward(ext, device, dtype, N, F, spread=1.0):
@@ -536,7 +546,7 @@ def test_output_is_new(ext, device):
     """The output is a fresh contiguous tensor, not a view of an input."""
     feats, points = inputs(6, 8, device)
     out = ext.forward(feats, points)
-    assert out.is_contiguous()
+    assert out.is_contiguous(), f"output strides {out.stride()} for shape {tuple(out.shape)}: expected contiguous"
     assert out.untyped_storage().data_ptr() not in (feats.untyped_storage().data_ptr(), points.untyped_storage().data_ptr())
 
 
@@ -548,7 +558,7 @@ def test_two_gpus(ext, device):
     feats, points = inputs(100, 40, "cuda:1")
     with torch.cuda.device(0):  # current device differs from the tensors' device
         out = ext.forward(feats, points)
-    assert out.device == feats.device
+    assert_property(out.device, feats.device, "device", "output (the current device was cuda:0)")
     assert_close(out, reference(feats, points).float(), torch.float32)
     with expect_error("same device"):
         ext.forward(feats, points.to("cuda:0"))

@@ -748,6 +748,245 @@ def test_time_once_wrong_sees_only_the_launch(stopwatch, gpu_sleep):
 
 
 # ---------------------------------------------------------------------------------------
+# Profiling one call (exercise `profile-call`)
+#
+# Workloads with known answers. On the CPU: a number of top-level operators each with nested
+# operators inside (x.sum() runs aten::sum inside aten::sum, with aten::as_strided and
+# aten::fill_); two custom operators that sleep a known time, one calling the other (so
+# their ranges nest); a host sleep inside nested record_function ranges. On a GPU: k small
+# kernels with their launches, a copy and a record_function range around them;
+# torch.cuda._sleep kernels of a known length; large fills whose time CUDA events measure.
+
+
+@pytest.fixture(scope="module")
+def profiling(ext, chapter_source):
+    return load_python(chapter_source, "profiling")
+
+
+@torch.library.custom_op("course_profile_check::nap", mutates_args=())
+def _nap(x: torch.Tensor, ms: float) -> torch.Tensor:
+    """An operator that takes `ms` milliseconds (a sleep) and returns a copy of x."""
+    time.sleep(ms / 1e3)
+    return x.clone()
+
+
+@torch.library.custom_op("course_profile_check::nap_twice", mutates_args=())
+def _nap_twice(x: torch.Tensor, ms: float) -> torch.Tensor:
+    """An operator that sleeps `ms` milliseconds, then calls the nap operator: 2 * ms in all, one range inside another."""
+    time.sleep(ms / 1e3)
+    return torch.ops.course_profile_check.nap(x, ms)
+
+
+class Calls:
+    """A function to profile: call i runs plan[i] (the last one repeats), and the calls are counted."""
+
+    def __init__(self, *plan):
+        self.plan, self.calls = plan, 0
+
+    def __call__(self):
+        step = self.plan[min(self.calls, len(self.plan) - 1)]
+        self.calls += 1
+        step()
+
+
+def sums(k, x):
+    """k top-level operators (x.sum()), each with 3 operators nested inside it."""
+    def run():
+        for _ in range(k):
+            x.sum()
+    return run
+
+
+def profiled(profiling, fn, device, warmup=1):
+    result = profiling.profile_call(fn, device, warmup=warmup)
+    assert isinstance(result, profiling.CallProfile), f"profile_call returned a {type(result).__name__}, not a CallProfile"
+    assert type(result.kernels) is int, f"kernels should be an int, got {type(result.kernels).__name__}"
+    for field in ("device_us", "host_us"):
+        value = getattr(result, field)
+        assert isinstance(value, float), f"{field} should be a float (µs), got {type(value).__name__}"
+        assert value >= 0, f"{field} = {value}: a time is never negative"
+    return result
+
+
+@pytest.mark.exercise("profile-call")
+@pytest.mark.parametrize("k", [1, 3, 8])
+def test_profile_cpu_counts_top_level_operators(profiling, k):
+    """k calls of x.sum(): k top-level operators (each has aten::sum, aten::as_strided and aten::fill_
+    inside it: counting those too gives 4k; counting operator names gives 1; the profiler's and your
+    own record_function ranges are no operators)."""
+    p = profiled(profiling, sums(k, torch.ones(64)), "cpu")
+    assert p.kernels == k, (f"a call running x.sum() {k} times has {k} top-level operators; profile_call counted "
+                            f"{p.kernels} (nested operators, ranges or other events counted, or names instead of calls?)")
+    assert p.device_us <= p.host_us * 1.05 + 5, (
+        f"device_us = {p.device_us:.0f} µs > host_us = {p.host_us:.0f} µs: on the CPU the top-level operators run "
+        f"inside the call, so their durations cannot add up to more than the call (a range counted twice?)")
+
+
+@pytest.mark.exercise("profile-call")
+@pytest.mark.parametrize("warmup", [0, 1, 3])
+def test_profile_cpu_leaves_out_the_warmup(profiling, warmup):
+    """The warm-up calls run 6 operators, the profiled call 2: profile_call must see exactly the 2,
+    after exactly `warmup` warm-up calls."""
+    x = torch.ones(64)
+    fn = Calls(*([sums(6, x)] * warmup), sums(2, x))
+    p = profiled(profiling, fn, torch.device("cpu"), warmup=warmup)
+    assert fn.calls == warmup + 1, f"warmup={warmup}: expected {warmup} warm-up calls and 1 profiled call, got {fn.calls} calls"
+    assert p.kernels == 2, (f"warmup={warmup}: each warm-up call runs 6 operators, the profiled call 2; profile_call "
+                            f"counted {p.kernels} (warm-up calls inside the profile, or the first call profiled?)")
+
+
+@pytest.mark.exercise("profile-call")
+def test_profile_cpu_nested_operators_count_once(profiling):
+    """One operator that sleeps 20 ms and then calls another that sleeps 20 ms: one top-level operator
+    of 40 ms. Summing the inner operator's range too gives 60 ms, only the innermost (leaf) 20 ms."""
+    x = torch.ones(4)
+    p = profiled(profiling, lambda: torch.ops.course_profile_check.nap_twice(x, 20.0), "cpu")
+    assert p.kernels == 1, f"one top-level operator (with operators inside it), profile_call counted {p.kernels}"
+    assert 40_000 <= p.device_us < 55_000, (
+        f"the top-level operator sleeps 20 ms and calls one that sleeps 20 ms: device_us should be about 40000 µs, "
+        f"got {p.device_us:.0f} (60000: nested ranges added twice; 20000: only the innermost operator)")
+    assert 40_000 <= p.host_us < 60_000, f"the call takes about 40 ms on the host, host_us = {p.host_us:.0f} µs"
+
+
+@pytest.mark.exercise("profile-call")
+def test_profile_cpu_host_time(profiling):
+    """A call that sleeps 30 ms in Python inside two nested record_function ranges, then runs one small
+    operator: the host's time is 30 ms (once, not once per range), the operators' time small."""
+    from torch.profiler import record_function
+
+    x = torch.ones(64)
+
+    def fn():
+        with record_function("outer"):
+            with record_function("inner"):
+                time.sleep(0.03)
+        x.sum()
+
+    p = profiled(profiling, fn, "cpu")
+    assert 30_000 <= p.host_us < 45_000, (
+        f"the call sleeps 30 ms on the host: host_us should be about 30000 µs, got {p.host_us:.0f} "
+        f"(about 60000 or 90000: nested ranges added up; below 30000: not the whole call)")
+    assert p.kernels == 1, f"one operator (x.sum()) at the top level; record_function ranges are none; got {p.kernels}"
+    assert p.device_us < 5_000, (f"device_us = {p.device_us:.0f} µs for one small x.sum(): the sleep is host time outside "
+                                 f"every operator, not the operators' time (the call's whole time used?)")
+
+
+# On a GPU (gpu_sleep, above: a kernel that spins a known number of milliseconds).
+
+
+@pytest.mark.cuda
+@pytest.mark.exercise("profile-call")
+@pytest.mark.parametrize("spelling", ["cuda", "cuda:N", "torch.device(cuda:N)"])
+def test_profile_cuda_counts_kernels(profiling, gpu_sleep, spelling):
+    """Inside a record_function range: 3 small kernels (x.add_), one gpu_sleep kernel and a host-to-device
+    copy (not a kernel): 4 kernels. Counted with their cudaLaunchKernel calls: 8; with the copy or the
+    range's GPU row: 5 or 6."""
+    from torch.profiler import record_function
+
+    name = "cuda" if "N" not in spelling else f"cuda:{torch.cuda.current_device()}"
+    device = torch.device(name) if spelling.startswith("torch.device") else name
+    x = torch.zeros(1 << 16, device="cuda")
+
+    def fn():
+        with record_function("work"):
+            for _ in range(3):
+                x.add_(1)
+            gpu_sleep(0.2)
+            torch.ones(4).to("cuda")
+
+    p = profiled(profiling, fn, device)
+    torch.cuda.synchronize()
+    assert p.kernels == 4, (f"3 x.add_ kernels and one sleep kernel (a copy is not a kernel): 4 kernels, profile_call "
+                            f"counted {p.kernels} (launch calls, copies or the range on the GPU counted?)")
+    assert 150 <= p.device_us < 600, (f"about 0.2 ms of GPU sleep and 3 tiny kernels: device_us should be about 200 µs, "
+                                      f"got {p.device_us:.0f}")
+
+
+@pytest.mark.cuda
+@pytest.mark.exercise("profile-call")
+def test_profile_cuda_device_time_is_the_gpus(profiling, gpu_sleep):
+    """One kernel of 5 ms of GPU work: device_us about 5000. The host only queues it: host_us is the
+    launch, well under the 5 ms (a synchronize inside the host's time makes it 5 ms)."""
+    p = profiled(profiling, lambda: gpu_sleep(5), "cuda")
+    torch.cuda.synchronize()
+    assert p.kernels == 1, f"one kernel, profile_call counted {p.kernels}"
+    assert 4_000 <= p.device_us < 6_500, f"5 ms of GPU work: device_us should be about 5000 µs, got {p.device_us:.0f}"
+    assert p.host_us < 1_000, (f"the call returns once its kernel is queued: host_us should be the launch (tens of µs), "
+                               f"got {p.host_us:.0f} µs (a synchronize inside the call's host time, or the profiler's "
+                               f"start-up: the first launch it watches is slow, so let its warm-up steps take it)")
+
+
+@pytest.mark.cuda
+@pytest.mark.exercise("profile-call")
+def test_profile_cuda_host_time_is_the_hosts(profiling, gpu_sleep):
+    """20 ms asleep on the host, then 1 ms of GPU work: host_us about 20000, device_us about 1000
+    (the wall time of the call and its synchronize would be about 21000 for both)."""
+    def fn():
+        time.sleep(0.02)
+        gpu_sleep(1)
+
+    p = profiled(profiling, fn, "cuda")
+    torch.cuda.synchronize()
+    assert 20_000 <= p.host_us < 35_000, f"the call sleeps 20 ms on the host: host_us should be about 20000, got {p.host_us:.0f}"
+    assert 700 <= p.device_us < 1_600, (f"1 ms of GPU work: device_us should be about 1000 µs, got {p.device_us:.0f} "
+                                        f"(the wall time of the call used for the GPU's?)")
+
+
+@pytest.mark.cuda
+@pytest.mark.exercise("profile-call")
+def test_profile_cuda_nested_operators_count_once(profiling):
+    """x.zero_() three times on a 1 GiB tensor, inside a record_function range: 3 kernels (aten::zero_
+    calls aten::fill_, which launches one). Their time is 3 fills as CUDA events measure one; adding
+    the device time of both operators, or the range's GPU row, gives twice that."""
+    from torch.profiler import record_function
+
+    x = torch.empty(1 << 28, device="cuda")
+    x.zero_()
+    times = []
+    for _ in range(5):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        x.zero_()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e3)
+    one = statistics.median(times)
+
+    def fn():
+        with record_function("fills"):
+            for _ in range(3):
+                x.zero_()
+
+    p = profiled(profiling, fn, "cuda")
+    torch.cuda.synchronize()
+    assert p.kernels == 3, f"three fills, one kernel each; profile_call counted {p.kernels}"
+    assert 0.8 * 3 * one <= p.device_us < 1.25 * 3 * one, (
+        f"three fills of {one:.0f} µs each (CUDA events): device_us should be about {3 * one:.0f}, got {p.device_us:.0f} "
+        f"(about twice: a kernel counted under each operator that encloses it, or the range's GPU row added)")
+
+
+@pytest.mark.cuda
+@pytest.mark.exercise("profile-call")
+@pytest.mark.parametrize("warmup", [1, 2])
+def test_profile_cuda_leaves_out_the_warmup(profiling, gpu_sleep, warmup):
+    """Warm-up calls queue 40 ms of GPU work and 3 more kernels, the profiled call one kernel of 2 ms."""
+    x = torch.zeros(1 << 16, device="cuda")
+
+    def cold():
+        gpu_sleep(40)
+        for _ in range(3):
+            x.add_(1)
+
+    fn = Calls(*([cold] * warmup), lambda: gpu_sleep(2))
+    p = profiled(profiling, fn, "cuda", warmup=warmup)
+    torch.cuda.synchronize()
+    assert fn.calls == warmup + 1, f"warmup={warmup}: expected {warmup} warm-up calls and 1 profiled call, got {fn.calls}"
+    assert p.kernels == 1 and 1_600 <= p.device_us < 2_600, (
+        f"warmup={warmup}: the profiled call runs one kernel of 2 ms; profile_call gave {p.kernels} kernels, "
+        f"{p.device_us:.0f} µs (warm-up work inside the profile?)")
+
+
+# ---------------------------------------------------------------------------------------
 # The harness and the benchmark
 
 

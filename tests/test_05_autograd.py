@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import json
+import math
 import re
 
 import pytest
@@ -11,7 +13,8 @@ import torch.nn.functional as Fn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from coursekit import ROOT, build
-from coursekit.testing import assert_bitwise, assert_close, assert_rounded, expect_error, poisoned_empty
+from coursekit.testing import (assert_bitwise, assert_close, assert_mask, assert_property, assert_rounded, expect_error,
+                               mismatch, poisoned_empty)
 
 CHAPTER = "05"
 
@@ -75,14 +78,10 @@ def assert_f64(out, ref, what="output", rtol=1e-12):
     assert bad == 0, f"{what}: {bad} of {got.numel()} elements are NaN/Inf (never written, or a stub?)"
     if ref.numel() == 0:
         return
-    allowed = rtol * ref.abs().clamp(min=ref.abs().max().item() / 64)
-    err = (got - ref).abs()
-    if (err > allowed).any():
-        i = int(torch.argmax(err / allowed.clamp(min=1e-300)))
-        raise AssertionError(
-            f"{what}: {int((err > allowed).sum())} of {ref.numel()} float64 elements are off by more than "
-            f"{rtol:g} (relative); worst: got {got.flatten()[i].item()!r}, expected {ref.flatten()[i].item()!r}. "
-            f"Does a float64 value pass through float32 somewhere (a float variable, a float literal)?")
+    scale = ref.abs().clamp(min=max(ref.abs().max().item() / 64, 1e-300))
+    if ((got - ref).abs() > rtol * scale).any():
+        raise AssertionError(mismatch(what, got, ref, scale, torch.float64, f"are off by more than {rtol:g} (relative)",
+                                      allowed=rtol * scale))
 
 
 def check_result(out, ref64, dtype, what):
@@ -459,9 +458,10 @@ def test_op_layouts(ext, device):
 @pytest.mark.parametrize("N, F", [(0, 5), (4, 0)])
 def test_op_empty(ext, device, N, F):
     feats, points = inputs(N, F, device, which="none")
-    assert torch.ops.ch05.trilinear(feats, points).shape == (N, F)
+    assert_property(tuple(torch.ops.ch05.trilinear(feats, points).shape), (N, F), "shape", "trilinear")
     gf, gp = torch.ops.ch05.trilinear_backward(torch.randn(N, F, device=device), feats, points, True, True)
-    assert gf.shape == feats.shape and gp.shape == points.shape
+    assert_property(tuple(gf.shape), tuple(feats.shape), "shape", "trilinear_backward's grad_feats")
+    assert_property(tuple(gp.shape), tuple(points.shape), "shape", "trilinear_backward's grad_points")
     assert not gp.any(), "with F = 0 the output does not depend on the points"
 
 
@@ -924,6 +924,46 @@ def test_autocast_compiles(op):
     assert_close(points.grad, ref_points.float(), torch.float32, "points.grad, compiled under autocast", tol=2e-6)
 
 
+# Autocast regions of either 16-bit type, with inputs of the other one (ATen's own promote helper throws
+# "Unexpected floating ScalarType" for these): one type stays itself, float16 with bfloat16 runs in float32.
+F16, BF16, F32 = torch.float16, torch.bfloat16, torch.float32
+
+
+@pytest.mark.parametrize("region", [F16, BF16], ids=["float16-region", "bfloat16-region"])
+@pytest.mark.parametrize("feats_type, points_type, runs_in", [
+    ("other", "other", "other"),  # both of the region's other 16-bit type: no cast
+    (F16, BF16, F32), (BF16, F16, F32),  # float16 with bfloat16: float32 holds both
+    ("other", F32, F32), (F32, "other", F32),
+])
+def test_op_under_autocast_of_the_other_16_bit_type(op, device, region, feats_type, points_type, runs_in):
+    other = BF16 if region == F16 else F16
+    ft, pt, want = (other if t == "other" else t for t in (feats_type, points_type, runs_in))
+    feats, points = inputs(40, 67, device, ft)[0], inputs(40, 67, device, pt)[1]
+    with torch.autocast(device, dtype=region):
+        out = torch.ops.ch05.trilinear(feats, points)
+    assert out.dtype == want, (f"under torch.autocast({device!r}, dtype={region}), feats {ft} and points {pt} gave "
+                               f"a {out.dtype} result; expected {want}")
+    check_result(out, reference_out(feats, points), want, f"out under autocast {region} ({ft}, {pt})")
+    grad_out = torch.randn(40, 67, dtype=torch.float64).to(device=device, dtype=want)
+    out.backward(grad_out)
+    ref_feats, ref_points = REFERENCE.trilinear_grads(grad_out, feats, points)
+    for name, t, ref in (("feats", feats, ref_feats), ("points", points, ref_points)):
+        assert t.grad.dtype == t.dtype, f"{name}.grad is {t.grad.dtype}; expected {t.dtype}, the dtype of {name}"
+        if t.dtype == want:
+            check_result(t.grad, ref, want, f"{name}.grad under autocast {region}")
+        else:
+            assert_rounded(t.grad, ref, ulps=1, what=f"{name}.grad under autocast {region}")
+
+
+def test_autocast_leaves_float64_to_the_ops_checks(ext):
+    """Autocast casts no float64 tensor: float64 feats with 16-bit points get the op's own message."""
+    feats, points = inputs(4, 3, dtype=torch.float64, which="none")[0], inputs(4, 3, dtype=F16, which="none")[1]
+    for region in (F16, BF16):
+        with torch.autocast("cpu", dtype=region), expect_error(
+                r"trilinear: points must have the dtype of feats \(Double\), got Half"):
+            torch.ops.ch05.trilinear(feats, points)
+
+
 # ---------------------------------------------------------------------------
 # The kernels are chapter 04's.
 
@@ -1008,7 +1048,7 @@ def test_fake_quantize_bitwise(ext, device, dtype, grid):
     ref_out, ref_mask = fake_quantize_reference(x, *grid)
     assert_same_bits(out, ref_out, f"fake_quantize {dtype} (ties to even, signed zeros, NaN and clamping included)")
     assert mask.dtype == torch.bool, f"mask: dtype {mask.dtype}, expected torch.bool"
-    assert torch.equal(mask.cpu(), ref_mask), f"mask: {(mask.cpu() != ref_mask).sum().item()} elements wrong"
+    assert_mask(mask, ref_mask, f"mask of fake_quantize {dtype}, grid {grid}", inputs=x)
 
 
 @pytest.mark.exercise("fake-quantize")
@@ -1021,7 +1061,7 @@ def test_fake_quantize_matches_pytorch(ext, device, dtype):
         out, mask = ext.fake_quantize(x, *grid)
         ref_out, ref_mask = torch.ops.aten.fake_quantize_per_tensor_affine_cachemask(x, *grid)
         assert_bitwise(out, ref_out, f"fake_quantize vs torch.fake_quantize_per_tensor_affine, {dtype}, grid {grid}")
-        assert torch.equal(mask, ref_mask), f"mask vs PyTorch's, {dtype}, grid {grid}"
+        assert_mask(mask, ref_mask, f"mask vs PyTorch's, {dtype}, grid {grid}", inputs=x)
 
 
 @pytest.mark.exercise("fake-quantize")
@@ -1038,7 +1078,7 @@ def test_fake_quantize_large_parallel(ext, device):
         torch.set_num_threads(threads)
     ref_out, ref_mask = torch.ops.aten.fake_quantize_per_tensor_affine_cachemask(x, *grid)
     assert_bitwise(out, ref_out, f"fake_quantize of {x.numel()} values on {max(threads, 2)} threads vs PyTorch's")
-    assert torch.equal(mask, ref_mask), f"mask of {x.numel()} values: {(mask != ref_mask).sum().item()} elements wrong"
+    assert_mask(mask, ref_mask, f"mask of {x.numel()} values", inputs=x)
 
 
 @pytest.mark.exercise("fake-quantize")
@@ -1308,6 +1348,87 @@ def test_feature_grid_low_precision(grid_module, dtype):
     assert_close(out, ref.to(dtype), dtype, "FeatureGrid output", tol=tol)
 
 
+# FeatureGrid's own argument checks (outside the exercise): each bad argument gets a message of its own.
+@pytest.mark.parametrize("kwargs, exc, message", [
+    (dict(resolution=4.0), TypeError, r"resolution must be an int, got float 4.0"),
+    (dict(resolution=True), TypeError, r"resolution must be an int, got bool True"),
+    (dict(features="8"), TypeError, r"features must be an int, got str '8'"),
+    (dict(resolution=0), ValueError, r"resolution must be >= 1, got 0"),
+    (dict(features=-2), ValueError, r"features must be >= 1, got -2"),
+    (dict(init_scale=float("nan")), ValueError, r"init_scale .* must be finite and >= 0, got nan"),
+    (dict(init_scale=-0.1), ValueError, r"init_scale .* must be finite and >= 0, got -0.1"),
+    (dict(init_scale="0.1"), TypeError, r"init_scale must be a real number, got str"),
+    (dict(dtype=torch.int64), TypeError, r"dtype must be float64, float32, float16 or bfloat16, got torch.int64"),
+    (dict(dtype=torch.complex64), TypeError, r"dtype must be .*, got torch.complex64"),
+    (dict(dtype=torch.float8_e4m3fn), TypeError, r"dtype must be .*, got torch.float8_e4m3fn"),
+], ids=lambda v: ",".join(f"{k}={a}" for k, a in v.items()) if isinstance(v, dict) else "")
+def test_feature_grid_bad_arguments(grid_module, kwargs, exc, message):
+    args = dict(resolution=4, features=3) | kwargs
+    with expect_error("FeatureGrid: " + message, exc, f"FeatureGrid({args})"):
+        grid_module.FeatureGrid(**args)
+
+
+@pytest.mark.parametrize("make, exc, message", [
+    (lambda: torch.rand(5, 3, dtype=torch.complex64), TypeError,
+     r"points must be float64, float32, float16 or bfloat16, got torch.complex64"),
+    (lambda: torch.randint(-1, 2, (5, 3)), TypeError, r"points must be .*, got torch.int64"),
+    (lambda: torch.rand(5, 3).to(torch.float8_e5m2), TypeError, r"points must be .*, got torch.float8_e5m2"),
+    (lambda: torch.rand(5, 3, device="meta"), ValueError, r"points must be on the grid's device, cpu, got meta"),
+    (lambda: torch.rand(5, 2), ValueError, r"points must have shape \(N, 3\), got \(5, 2\)"),
+], ids=["complex", "int64", "float8", "device", "shape"])
+def test_feature_grid_bad_points(grid_module, make, exc, message):
+    grid = grid_module.FeatureGrid(resolution=4, features=3)
+    with expect_error("FeatureGrid: " + message, exc, "FeatureGrid(points)"):
+        grid(make())
+
+
+def test_feature_grid_bad_values_dtype(grid_module):
+    grid = grid_module.FeatureGrid(resolution=2, features=3)
+    grid.values.data = grid.values.data.to(torch.complex64)  # as module.to(torch.complex64) would
+    with expect_error(r"FeatureGrid: the grid's values must be float64, float32, float16 or bfloat16, got "
+                      r"torch.complex64", TypeError, "FeatureGrid(points)"):
+        grid(torch.rand(5, 3))
+
+
+@pytest.mark.exercise("grid-lookup")
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16], ids=["float64", "float32", "bfloat16"])
+def test_feature_grid_non_finite_points(grid_module, device, dtype):
+    """A NaN coordinate gives NaN features (no IndexError from floor(NaN) converted to an integer), an infinite one
+    non-finite features; the other points are untouched, values and gradients."""
+    torch.manual_seed(3)
+    R, inf, nan = 4, float("inf"), float("nan")
+    grid = grid_module.FeatureGrid(resolution=R, features=3, device=device, dtype=torch.float64)
+    bad = torch.tensor([[nan, 0.1, 0.2], [0.3, nan, nan], [inf, 0.0, 0.5], [0.1, -inf, 0.4]], dtype=torch.float64)
+    good = torch.rand(30, 3, dtype=torch.float64) * 2 - 1
+    points = torch.cat([good[:10], bad, good[10:]]).to(device=device, dtype=dtype).requires_grad_()
+    is_bad = torch.zeros(len(points), dtype=torch.bool)
+    is_bad[10:14] = True
+    out = grid(points)
+    assert out.shape == (34, 3)
+    finite = torch.isfinite(out.detach().cpu())
+    assert not finite[is_bad].any(), f"rows of non-finite points: {out[10:14].tolist()}; expected NaN or inf"
+    keep = ~is_bad.to(device)
+    (out[keep] * 1.5).sum().backward()
+    p = points.detach()[keep].double().requires_grad_()
+    ref = grid_reference(grid.values.detach(), R, p)
+    (ref * 1.5).sum().backward()
+    if dtype == torch.float64:
+        assert_f64(out[keep], ref, "FeatureGrid output of the finite points")
+        assert_f64(points.grad[keep], p.grad, "points.grad of the finite points")
+    else:  # the lookup in float32
+        assert_close(out[keep].float(), ref.float(), torch.float32, "FeatureGrid output of the finite points", tol=1e-5)
+        assert_close(points.grad[keep].float(), p.grad.to(dtype).float(), torch.float32,
+                     "points.grad of the finite points", tol=1e-2 if dtype == torch.bfloat16 else 1e-5)
+
+
+@pytest.mark.exercise("grid-lookup")
+def test_feature_grid_on_meta(grid_module):
+    """On the meta device (a model's shapes without memory) the module gives the output's metadata."""
+    grid = grid_module.FeatureGrid(resolution=3, features=5, device="meta", dtype=torch.bfloat16)
+    out = grid(torch.empty(7, 3, device="meta"))
+    assert out.shape == (7, 5) and out.dtype == torch.bfloat16 and out.device.type == "meta"
+
+
 @pytest.mark.exercise("grid-lookup")
 def test_feature_grid_gradcheck(grid_module):
     grid = grid_module.FeatureGrid(resolution=3, features=2, dtype=torch.float64)
@@ -1343,3 +1464,185 @@ def test_feature_grid_compiles(grid_module, device):
     (g_ref,) = torch.autograd.grad(grid(points).square().sum(), grid.values)
     torch.testing.assert_close(loss, grid(points).square().sum())
     torch.testing.assert_close(g, g_ref)
+
+
+# ---------------------------------------------------------------------------
+# Route 3: the forward in Triton (trilinear_triton.py), exercise triton-forward. With a GPU the
+# kernel runs natively on CUDA tensors. Without one it runs in Triton's interpreter on CPU
+# tensors: conftest.py sets TRITON_INTERPRET=1 before anything imports triton (triton reads it
+# then). Small shapes: the interpreter runs each program of the grid in numpy, one after another.
+
+# (N, F): partial tiles along N and F (blocks(F) gives BLOCK_F 128 and 4, BLOCK_N 16 and 512),
+# two tiles along F, a single element
+TRITON_SHAPES = [(40, 67), (300, 3), (3, 130), (1, 1)]
+
+
+@pytest.fixture(scope="module")
+def tri(op, chapter_source):
+    pytest.importorskip("triton", reason="Triton is not installed (torch's Linux wheels bring it)")
+    return build.load_python(chapter_source, "trilinear_triton")
+
+
+@pytest.fixture(scope="module")
+def tdevice(tri):
+    """Where the Triton kernel runs here: CUDA natively, or the CPU in the interpreter."""
+    if tri.INTERPRETED:
+        return "cpu"
+    if not GPU:
+        pytest.skip("no GPU, and Triton's interpreter is off (TRITON_INTERPRET=1 must be set before triton is imported)")
+    return "cuda"
+
+
+def guarded(shape, dtype, device, guard):
+    """A contiguous tensor of `shape` at the start of a larger buffer; the buffer's tail (`guard`
+    elements of random values) must stay as it is."""
+    numel = math.prod(shape)
+    buffer = torch.randn(numel + guard, dtype=torch.float64).to(device=device, dtype=dtype)
+    return buffer[:numel].view(shape), buffer[numel:]
+
+
+@pytest.mark.exercise("triton-forward")
+@pytest.mark.parametrize("N, F", TRITON_SHAPES)
+def test_triton_kernel_writes_out_only(tri, tdevice, N, F):
+    # The kernel itself (tri.launch), on buffers that reach past every tile of the grid: elements
+    # past the end of out must stay untouched (a tile's store needs its mask), and the reads past the
+    # end of feats and points stay inside memory that exists (the interpreter checks no bounds).
+    block_n, block_f = tri.blocks(F)
+    reach = (N + block_n) * max(F, block_f) * 8
+    feats, _ = guarded((N, 8, F), torch.float32, tdevice, reach)
+    points, _ = guarded((N, 3), torch.float32, tdevice, reach)
+    points.uniform_(-1, 1)
+    out, tail = guarded((N, F), torch.float32, tdevice, reach)
+    out.fill_(float("nan"))
+    before = tail.clone()
+    tri.launch(feats, points, out)
+    changed = int((tail != before).sum())
+    assert changed == 0, (f"N={N}, F={F}: the kernel wrote {changed} elements past the end of out (tiles of "
+                          f"{block_n} x {block_f}): every store of a partial tile needs its mask")
+    check_result(out, reference_out(feats, points), torch.float32, f"out (N={N}, F={F})")
+
+
+@pytest.mark.exercise("triton-forward")
+@pytest.mark.parametrize("N, F", TRITON_SHAPES)
+def test_triton_forward(tri, tdevice, dtype, N, F):
+    feats, points = inputs(N, F, tdevice, dtype, which="none")
+    with poisoned_empty():
+        out = tri.trilinear(feats, points)
+    assert_property(out.device.type, tdevice, "device type", "triton trilinear")
+    assert_property(tuple(out.shape), (N, F), "shape", "triton trilinear")
+    assert out.is_contiguous(), f"triton trilinear: strides {out.stride()} for shape {(N, F)}, expected contiguous"
+    check_result(out, reference_out(feats, points), dtype, f"out (N={N}, F={F})")
+
+
+@pytest.mark.exercise("triton-forward")
+def test_triton_forward_strided_inputs(tri, tdevice):
+    # The kernel takes the strides of feats and points: no copy to a contiguous layout.
+    N, F = 21, 10
+    base, pts = inputs(N, 2 * F, tdevice, torch.float64, which="none")
+    layouts = {
+        "feats every other feature": (base[:, :, ::2], pts[:, :3]),
+        "feats (N, F, 8) transposed": (base[:, :, :F].transpose(1, 2).contiguous().transpose(1, 2), pts),
+        "points (3, N) transposed": (base[:, :, F:], pts.t().contiguous().t()),
+        "points every other row": (base[:, :, :F], torch.cat([pts, pts], 1).reshape(2 * N, 3)[::2]),
+    }
+    for name, (feats, points) in layouts.items():
+        with poisoned_empty():
+            out = tri.trilinear(feats, points)
+        assert_f64(out, reference_out(feats, points), f"out with {name}")
+
+
+@pytest.mark.exercise("triton-forward")
+@pytest.mark.parametrize("which", WHICH)
+def test_triton_gradients(tri, tdevice, dtype, which):
+    # The backward is route 2's (its formula, the backward operator): the output is the kernel's.
+    check_gradients(tri.trilinear, tdevice, dtype, which)
+
+
+@pytest.mark.exercise("triton-forward")
+def test_triton_gradcheck(tri, tdevice):
+    # fast_mode: a few directional derivatives instead of the whole Jacobian (the interpreter is slow)
+    feats, points = inputs(5, 4, tdevice, torch.float64)
+    assert torch.autograd.gradcheck(tri.trilinear, (feats, points), fast_mode=True)
+
+
+@pytest.mark.exercise("triton-forward")
+def test_triton_torch_compile_fullgraph(tri, tdevice):
+    # inductor on a GPU (it compiles the kernel into its own generated code); aot_eager under the
+    # interpreter (Dynamo and AOTAutograd trace the op's body; the interpreted launch is opaque).
+    def loss_fn(feats, points, weight):
+        return (tri.trilinear(feats * 2, points) * weight).sum()
+
+    feats, points = inputs(33, 20, tdevice, torch.float64)
+    weight = torch.randn(33, 20, device=tdevice, dtype=torch.float64)
+    torch._dynamo.reset()
+    compiled = torch.compile(loss_fn, fullgraph=True, backend=BACKEND[tdevice])
+    loss = compiled(feats, points, weight)
+    grad_feats, grad_points = torch.autograd.grad(loss, (feats, points))
+    ref_feats, ref_points = REFERENCE.trilinear_grads(weight, feats * 2, points)
+    assert_f64(loss.reshape(1), reference_out(feats * 2, points).mul(weight.cpu()).sum().reshape(1), "compiled loss")
+    assert_f64(grad_feats, 2 * ref_feats, "compiled feats gradient")
+    assert_f64(grad_points, ref_points, "compiled points gradient")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
+def test_triton_opcheck(tri, tdevice, dtype):
+    feats, points = inputs(5, 7, tdevice, dtype)
+    torch.library.opcheck(tri.trilinear_op, (feats, points))
+
+
+def test_triton_export(tri, tdevice):
+    class M(torch.nn.Module):
+        def forward(self, feats, points):
+            return tri.trilinear(feats, points).relu()
+
+    # export keeps a triton_op as one node (its kernel is the backend's business); tracing needs no kernel run
+    exported = torch.export.export(M(), inputs(4, 3, tdevice, which="none"))
+    assert any(n.target is torch.ops.ch05_triton.trilinear.default for n in exported.graph.nodes)
+
+
+@pytest.mark.parametrize("N, F", [(0, 5), (4, 0)])
+def test_triton_empty(tri, tdevice, N, F):
+    feats, points = inputs(N, F, tdevice)
+    out = tri.trilinear(feats, points)
+    assert_property(tuple(out.shape), (N, F), "shape", "triton trilinear")
+    out.sum().backward()
+    assert_property(tuple(feats.grad.shape), tuple(feats.shape), "shape", "feats.grad")
+    assert_property(tuple(points.grad.shape), tuple(points.shape), "shape", "points.grad")
+
+
+T_SHAPE = r"trilinear_triton: feats must have shape \(N, 8, F\) and points \(N, 3\)"
+T_DTYPE = r"trilinear_triton: feats and points must have one dtype, float64, float32, float16 or bfloat16"
+BAD_TRITON = [(case, make, T_SHAPE) for case, make, message, _ in BAD_FORWARD if message in (SHAPE, POINTS)] + [
+    (case, make, T_DTYPE) for case, make, message, cuda in BAD_FORWARD if "dtype" in message or KIND in message]
+
+
+@pytest.mark.parametrize("case, make, message", BAD_TRITON, ids=[c for c, *_ in BAD_TRITON])
+def test_triton_bad_inputs(tri, tdevice, case, make, message):
+    feats, points = (t.to(tdevice) for t in make())
+    with expect_error(message, RuntimeError, what=f"the Triton op with {case}"):
+        tri.trilinear(feats, points)
+    # the same check at trace time (the op's body is its own fake implementation)
+    with FakeTensorMode() as mode, expect_error(message, RuntimeError, what=f"the Triton op on fake tensors, {case}"):
+        tri.trilinear(mode.from_tensor(feats), mode.from_tensor(points))
+
+
+def test_triton_bad_devices(tri):
+    if GPU:
+        with expect_error("trilinear_triton: feats and points must be on the same device"):
+            tri.trilinear(torch.randn(4, 8, 2, device="cuda"), torch.rand(4, 3))
+    if not tri.INTERPRETED:  # without the interpreter, the CPU is refused with what to do about it
+        with expect_error("trilinear_triton: tensors must be on a CUDA GPU, got cpu; CPU tensors run only in "
+                          "Triton's interpreter"):
+            tri.trilinear(torch.randn(4, 8, 2), torch.rand(4, 3))
+
+
+def test_readme_tables_come_from_the_results():
+    # README.md section 8: what `bench.py --readme` writes from the committed results file
+    bench = build.load_python(ROOT / "05_autograd", "bench")
+    path = ROOT / "results" / "05_autograd_cuda.json"
+    doc = json.loads(path.read_text()) | {"path": str(path)}
+    text = (ROOT / "05_autograd" / "README.md").read_text()
+    for name, block in bench.tables(doc).items():
+        start, end = bench.BLOCKS[name]
+        assert f"{start}\n{block}{end}" in text, (f"README.md's {name} table differs from {path.name}; "
+                                                  "regenerate it: python 05_autograd/bench.py --readme")

@@ -34,6 +34,8 @@ from coursekit.testing import (
     assert_bitwise,
     assert_memcheck_clean,
     memcheck_script,
+    mismatch,
+    assert_property,
     assert_close,
     assert_rounded,
     expect_error,
@@ -146,7 +148,7 @@ def torch_grad(x: torch.Tensor, grad_out: torch.Tensor, align_corners: bool, **k
     return x64.grad
 
 
-def assert_close64(out: torch.Tensor, ref: torch.Tensor, what: str, tol: float = 1e-12) -> None:
+def assert_close64(out: torch.Tensor, ref: torch.Tensor, what: str, tol: float = 1e-12, inputs=None) -> None:
     """float64: every element within tol * max(1, max |ref|) of the float64 reference."""
     assert out.dtype == torch.float64, f"{what}: dtype {out.dtype}, expected torch.float64"
     assert out.shape == ref.shape, f"{what}: shape {tuple(out.shape)}, expected {tuple(ref.shape)}"
@@ -155,25 +157,39 @@ def assert_close64(out: torch.Tensor, ref: torch.Tensor, what: str, tol: float =
     assert bad == 0, f"{what}: {bad} of {got.numel()} elements are NaN/Inf (never written, or a stub?)"
     if ref.numel() == 0:
         return
-    allowed = tol * max(1.0, ref.abs().max().item())
-    err = (got - ref).abs()
-    if err.max().item() > allowed:
-        i = int(torch.argmax(err))
-        idx = tuple(int(j) for j in torch.unravel_index(torch.tensor(i), ref.shape))
-        raise AssertionError(
-            f"{what}: {int((err > allowed).sum())} of {ref.numel()} float64 elements are off by more than {allowed:.1e}; "
-            f"worst at {idx}: got {got.flatten()[i].item()!r}, expected {ref.flatten()[i].item()!r} "
-            f"(error {err.flatten()[i].item():.2e}: float arithmetic somewhere in a float64 path?)")
+    scale = max(1.0, ref.abs().max().item())
+    if (got - ref).abs().max().item() > tol * scale:
+        raise AssertionError(mismatch(what, got, ref, scale, torch.float64, f"are off by more than {tol * scale:.1e}",
+                                      allowed=torch.full_like(ref, tol * scale), inputs=inputs))
 
 
-def check(out: torch.Tensor, ref64: torch.Tensor, what: str, tol32: float | None = None) -> None:
-    """The dtype's own standard: see the module docstring."""
+def check(out: torch.Tensor, ref64: torch.Tensor, what: str, tol32: float | None = None, inputs=None) -> None:
+    """The dtype's own standard: see the module docstring. inputs(index): what out[index] is made of
+    (taps_of gives it)."""
     if out.dtype == torch.float64:
-        assert_close64(out, ref64, what)
+        assert_close64(out, ref64, what, inputs=inputs)
     elif out.dtype == torch.float32:
-        assert_close(out, ref64, what=what, tol=tol32)
+        assert_close(out, ref64, what=what, tol=tol32, inputs=inputs)
     else:
-        assert_rounded(out, ref64, what=what)
+        assert_rounded(out, ref64, what=what, inputs=inputs)
+
+
+def taps_of(in_hw, out_hw, mode, scales=(None, None), backward=False):
+    """inputs(index) for `check`: the rows and columns (with their weights, from the reference's
+    matrices) that out[n, c, h, w] reads in the forward, or that grad_in[n, c, h, w] gathers from."""
+    mh, mw = matrices(in_hw, out_hw, mode, scales)
+
+    def taps(m: torch.Tensor) -> str:
+        nz = m.nonzero().flatten().tolist()
+        return "{" + ", ".join(f"{j}: {m[j].item():.4g}" for j in nz[:6]) + (", ..." if len(nz) > 6 else "") + "}"
+
+    def inputs(idx):
+        n, c, h, w = idx
+        if backward:
+            return f"grad_out[{n}, {c}] rows {taps(mh[:, h])} x columns {taps(mw[:, w])} ({mode})"
+        return f"x[{n}, {c}] rows {taps(mh[h])} x columns {taps(mw[w])} ({mode}, source row: weight)"
+
+    return inputs
 
 
 # (N, C, H_in, W_in), (H_out, W_out): odd sizes, x2, non-integer ratios, down, 1 pixel, one axis
@@ -211,7 +227,7 @@ def check_forward(up, device, dtype, shape, size, mode):
         out = up.upsample_bilinear(x, size, mode=mode)
     ref = ref_forward(x, size, mode)
     try:
-        check(out, ref, f"{mode} forward {list(shape)} -> {list(size)}")
+        check(out, ref, f"{mode} forward {list(shape)} -> {list(size)}", inputs=taps_of(shape[2:], size, mode))
     except AssertionError as e:
         # A near miss in float32 on a long axis is the coordinate's rounding: the same formula
         # rearranged (ratio * d + ratio / 2 - 1/2, say) rounds differently from PyTorch's.
@@ -231,7 +247,8 @@ def check_backward(up, device, dtype, shape, size, mode, method):
     grad_out = torch.randn(shape[:2] + size, device=device, dtype=dtype)
     with poisoned_empty():
         up.upsample_bilinear(x, size, mode=mode, backward=method).backward(grad_out)
-    check(x.grad, ref_backward(grad_out, shape[2:], mode), f"{mode} backward ({method}) {list(shape)} -> {list(size)}")
+    check(x.grad, ref_backward(grad_out, shape[2:], mode), f"{mode} backward ({method}) {list(shape)} -> {list(size)}",
+          inputs=taps_of(shape[2:], size, mode, backward=True))
     if dtype == torch.float64 and mode in TORCH_MODES:
         assert_close64(x.grad, torch_grad(x, grad_out, TORCH_MODES[mode], size=size), f"{mode} backward vs F.interpolate")
 
@@ -553,7 +570,8 @@ def test_channels_last_rgb_x2(up, device, dtype, shape, size, mode):
         with poisoned_empty():
             out = up.upsample_bilinear(xl, size, mode=mode)
         what = f"{mode} forward, {name} {list(shape)} -> {list(size)}"
-        assert out.is_contiguous(memory_format=torch.channels_last), f"{what}: not channels-last"
+        assert out.is_contiguous(memory_format=torch.channels_last), \
+            f"{what}: strides {out.stride()}, expected channels-last {xl.contiguous(memory_format=torch.channels_last).stride()}"
         check(out, ref_forward(x, size, mode), what)
         same_up_to_fma(out, nchw, what + " vs the NCHW result")
 
@@ -935,7 +953,8 @@ def emulated_gather(module, grad_out, input_size, mode, scale_h=None, scale_w=No
 def test_gather_plain_emulated(emulated, dtype, shape, size, mode):
     grad_out = torch.randn(shape[:2] + size, dtype=dtype)
     check(emulated_gather(emulated, grad_out, shape[2:], mode), ref_backward(grad_out, shape[2:], mode),
-          f"{mode} plain gather (emulated) {list(grad_out.shape)} -> {list(shape[2:])}")
+          f"{mode} plain gather (emulated) {list(grad_out.shape)} -> {list(shape[2:])}",
+          inputs=taps_of(shape[2:], size, mode, backward=True))
 
 
 @pytest.mark.exercise("gather-cuda")
@@ -1863,6 +1882,63 @@ print(time.perf_counter() - start, peak_mb() - before)
     assert seconds < 5, f"the backward {shape} -> {size} took {seconds:.1f} s"
 
 
+
+# (grad_out shape, input size, what it needs): shapes whose cost or memory a tap table or the
+# wrong order of the separable sums made grow with the product of two axes, not the tensors.
+BOUNDED_CASES = [
+    ((1, 1, 200_000, 1), (1, 200_000), "H grows, W shrinks: W first makes 200000 lines of 200000"),
+    ((1, 1, 1, 200_000), (200_000, 1), "the transposed shape"),
+    ((1, 2, 100_000, 2), (2, 100_000), "two planes, a range of 50000 rows per input row"),
+    ((1, 1, 1, 1 << 24), (1, 2), "a range of 2^23 outputs per input pixel: no weight table that long"),
+    ((1, 1, 4096, 4096), (1, 4096), "one input row read by every output row: the line cache stays capped"),
+]
+
+
+@pytest.mark.parametrize("go_shape, size, what", BOUNDED_CASES, ids=[f"{c[0]}-to-{c[1]}" for c in BOUNDED_CASES])
+def test_backward_bounded_cpu(up, ext, go_shape, size, what):
+    """The CPU gather takes time and memory in proportion to its tensors, whatever the shape
+    (upsample_cpu.cpp: chunks of columns, no table along an axis, H first when H grows while W
+    shrinks). Measured in a fresh process: well under a second, and the peak resident memory grows
+    by less than 16 MB beyond the tensors (a table of taps along a 2^24 axis took 512 MB; caching
+    every line of a 4096-row range, 64 MB). Values against float64 aten (both layouts)."""
+    import subprocess
+    import sys
+
+    if not Path("/proc/self/status").is_file():
+        pytest.skip("measures memory through /proc (Linux)")
+    code = f"""
+import time, torch
+def peak_mb():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1024
+torch.ops.load_library({_so_path(ext)!r})
+torch.set_num_threads(2)
+op = torch.ops.ch06._upsample_bilinear2d_backward_kernel
+g = torch.randn({tuple(go_shape)})
+op(g[..., :8, :8], [1, 1], "half_pixel", "gather")  # warm-up
+before = peak_mb()
+start = time.perf_counter()
+out = op(g, {list(size)}, "half_pixel", "gather")
+seconds = time.perf_counter() - start
+grown = peak_mb() - before
+ref = torch.ops.aten.upsample_bilinear2d_backward(g.double(), {list(go_shape[2:])}, {list(go_shape[:2]) + list(size)},
+                                                   False, None, None)
+scale = max(1.0, ref.abs().max().item())
+err = (out.double() - ref).abs().max().item() / scale
+last = op(g.contiguous(memory_format=torch.channels_last), {list(size)}, "half_pixel", "gather")
+err_cl = (last.double() - ref).abs().max().item() / scale
+print(seconds, grown, err, err_cl)
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    seconds, grown_mb, err, err_cl = (float(v) for v in proc.stdout.split())
+    assert seconds < 1.0, f"backward {go_shape} -> {size} ({what}): took {seconds:.2f} s"
+    assert grown_mb < 16, f"backward {go_shape} -> {size} ({what}): the peak memory grew by {grown_mb:.0f} MB"
+    # float32 sums of up to 2^23 terms: a relative error of a few 1e-7 * sqrt(terms)
+    assert err < 1e-4 and err_cl < 1e-4, f"backward {go_shape} -> {size}: relative error {err:.2e} (NCHW), " \
+                                         f"{err_cl:.2e} (channels_last) against float64 aten"
+
+
 TINY_SCALES = [1e-18, 1e-19, 1e-30, 1e-39, 1e-300, 5e-324]
 
 
@@ -2036,10 +2112,10 @@ def test_other_gpu(up, device):
     with torch.cuda.device(0):
         out = up.upsample_bilinear(x, (32, 32))
         grads = {m: bw(g, [16, 16], "half_pixel", m) for m in BACKWARDS}
-    assert out.device == x.device
+    assert_property(out.device, x.device, "device", "forward (the current device was cuda:0)")
     assert_close64(out, ref_forward(x, (32, 32), "half_pixel"), "forward on cuda:1")
     for method, grad in grads.items():
-        assert grad.device == x.device
+        assert_property(grad.device, x.device, "device", f"{method} backward (the current device was cuda:0)")
         assert_close64(grad, ref_backward(g, (16, 16), "half_pixel"), f"{method} backward on cuda:1")
 
 
@@ -2078,3 +2154,69 @@ def test_a_gpu_the_build_does_not_cover_gets_the_fix(up, monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (12, 0))
     with pytest.raises(RuntimeError, match=r'TORCH_CUDA_ARCH_LIST="12.0"'):
         up._launch(up._forward_kernel, torch.zeros(1, 1, 2, 2), [4, 4], "half_pixel", None, None)
+
+
+# ---------------------------------------------------------------- the eager path of upsample_bilinear
+
+
+@pytest.mark.parametrize("layout", [torch.contiguous_format, torch.channels_last], ids=["nchw", "channels_last"])
+def test_eager_path_matches_operator(up, device, layout):
+    """upsample_bilinear's eager path (_Resize: the kernel ops under one autograd.Function, no
+    torch.library autograd) gives the operator's values and gradients, bit for bit, in every mode,
+    both backward methods and both layouts; a double backward goes through the operator."""
+    op = torch.ops.ch06.upsample_bilinear2d
+    for mode in MODES:
+        for method in BACKWARDS:
+            x = torch.randn(2, 3, 5, 6, dtype=torch.float64, device=device).contiguous(memory_format=layout)
+            a, b = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
+            ya, yb = up.upsample_bilinear(a, (9, 4), mode=mode, backward=method), op(b, [9, 4], mode, None, None, method)
+            assert ya.grad_fn is not None and type(ya.grad_fn).__name__.startswith("_Resize"), (
+                f"{mode}: upsample_bilinear on a plain tensor should take the eager path, got {ya.grad_fn}")
+            g = torch.randn_like(ya)
+            assert torch.equal(ya, yb) and ya.stride() == yb.stride(), f"{mode}, {method}: forward differs"
+            (ga,), (gb,) = torch.autograd.grad(ya, a, g), torch.autograd.grad(yb, b, g)
+            assert torch.equal(ga, gb) and ga.stride() == gb.stride(), f"{mode}, {method}: gradient differs"
+            again = up.upsample_bilinear(a, (9, 4), mode=mode, backward=method)  # the checked-call cache's hit
+            assert torch.equal(again, ya) and again.stride() == ya.stride(), f"{mode}, {method}: a second call differs"
+    x = torch.randn(1, 2, 4, 5, dtype=torch.float64, device=device, requires_grad=True)
+    assert torch.autograd.gradgradcheck(lambda t: up.upsample_bilinear(t, (7, 3)), (x,))
+    with torch.no_grad():
+        assert up.upsample_bilinear(x, (7, 3)).grad_fn is None
+
+
+def test_eager_path_only_for_plain_tensors(up):
+    """Fake tensors and dispatch modes must see the operator, not the kernel op behind it."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.utils.flop_counter import FlopCounterMode
+    from torch.overrides import TorchFunctionMode
+
+    seen = []
+
+    class Record(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            seen.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    x = torch.randn(1, 2, 4, 5)
+    with Record():
+        up.upsample_bilinear(x, (7, 3))
+    assert any("ch06.upsample_bilinear2d" in s for s in seen), f"a torch function mode saw {seen}"
+    with FakeTensorMode() as mode:
+        out = up.upsample_bilinear(mode.from_tensor(x), (7, 3))
+    assert out.shape == (1, 2, 7, 3)
+    with FlopCounterMode(display=False):
+        assert up.upsample_bilinear(x, (7, 3)).shape == (1, 2, 7, 3)
+    assert up._plain(x) and up._plain(torch.nn.Parameter(x))
+
+    class Sub(torch.Tensor):
+        pass
+    assert not up._plain(x.as_subclass(Sub)), "a tensor subclass may override __torch_function__: the operator"
+
+
+def test_output_too_large_is_a_value_error(up):
+    """A size or a scale factor whose output cannot be counted in int64 gets the op's own error,
+    not a schema type error from the dispatcher."""
+    x = torch.randn(1, 2, 3, 4)
+    for kwargs in (dict(size=(1, 2**63)), dict(scale_factor=1e300), dict(size=(2**32, 2**31))):
+        with expect_error("more elements than an int64 can count", ValueError, what=str(kwargs)):
+            up.upsample_bilinear(x, **kwargs)

@@ -198,3 +198,97 @@ def test_first_message_is_wrapped_not_cut():
     assert " ".join(" ".join(lines).split()) == " ".join(message.split()), lines
     many = grading._message_lines("\n".join(f"line {i}" for i in range(40)))
     assert len(many) == 12 and "-v" in many[-1], many
+
+
+# ---------------------------------------------------------------------------- advice sized to the error
+
+
+def _failure(check) -> str:
+    with pytest.raises(AssertionError) as e:
+        check()
+    return str(e.value)
+
+
+PRECISION_WORDS = ("opmath", "through float32", "Off by", "near miss")
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16, torch.bfloat16],
+                         ids=lambda d: str(d).replace("torch.", ""))
+def test_advice_is_sized_to_the_error(dtype):
+    """A rounding-sized miss gets precision advice and the worst element; a large one never does: it
+    gets 'far off' with the first wrong position, got vs expected and the inputs."""
+    from coursekit import testing
+
+    torch.manual_seed(0)
+    ref = torch.randn(4, 50, dtype=torch.float64) + 3
+    inputs = lambda idx: f"x[{idx[0]}, {idx[1]}]"  # noqa: E731
+    check = {torch.float64: lambda out: testing.assert_float64(out, ref, inputs=inputs),
+             torch.float32: lambda out: testing.assert_close(out, ref, inputs=inputs),
+             }.get(dtype, lambda out: testing.assert_rounded(out, ref, inputs=inputs))
+    # rounding-sized: one element a few roundings of the suspect precision off
+    near = ref.clone()
+    step = {torch.float64: 2.0**-20, torch.float32: 2.0**-12, torch.float16: 2.0**-8, torch.bfloat16: 2.0**-5}[dtype]
+    near[:, 7] *= 1 + step  # a column: enough for a relative-norm check to fail too
+    small = _failure(lambda: check(near.to(dtype)))
+    assert testing.PRECISION_ADVICE[dtype] in small and testing.FAR_ADVICE not in small, small
+    assert "worst at (" in small, small
+    # large: wrong values from element (1, 3) on
+    far = near.clone()
+    far[1, 3:] = -ref[1, 3:]
+    large = _failure(lambda: check(far.to(dtype)))
+    assert testing.FAR_ADVICE in large, large
+    assert not any(w in large for w in PRECISION_WORDS), large
+    assert "First wrong at (1, 3): got " in large and "expected " in large and "inputs: x[1, 3]" in large, large
+
+
+def test_advice_in_the_chapter_checks():
+    """The chapters' own float64 and GELU checks size their advice the same way."""
+    import importlib
+
+    from coursekit import testing
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    try:
+        t06 = importlib.import_module("test_06_upsample")
+        t05 = importlib.import_module("test_05_autograd")
+    finally:
+        sys.path.remove(str(ROOT / "tests"))
+    ref = torch.rand(3, 40, dtype=torch.float64) + 1
+    for check in (lambda o: t06.assert_close64(o, ref, "out"), lambda o: t05.assert_f64(o, ref, "out")):
+        small = _failure(lambda: check(ref.float().double()))
+        assert testing.PRECISION_ADVICE[torch.float64] in small and testing.FAR_ADVICE not in small, small
+        large = _failure(lambda: check(ref + 0.59))
+        assert testing.FAR_ADVICE in large and not any(w in large for w in PRECISION_WORDS), large
+
+
+def test_most_telling_failure_is_shown_first():
+    """Of an exercise's failures, the report shows one that names a place with got and expected, on the
+    smallest case, before a bare relative error over a whole tensor, whatever the test order."""
+    failed = [("t.py::test_big[float32]", "failed", "AssertionError: gather: relative error 0.38 > tolerance 1e-05"),
+              ("t.py::test_big[float64]", "failed", "AssertionError: gather: 900 of 1200 elements are off by more "
+               "than 1e-12: the values are far off ... First wrong at (0, 1, 2, 3): got 0.5, expected 0.25"),
+              ("t.py::test_worked_example", "failed", "AssertionError: grad_in: 1 of 4 elements differ; worst at (0,): "
+               "got -0.2, expected 0.0"),
+              ("t.py::test_checks", "failed", "AssertionError: the call returned normally")]
+    messages = {row[0]: row[2] for row in failed}
+    assert grading.most_telling(failed, messages)[0] == "t.py::test_worked_example"
+    assert grading.most_telling(failed[:2], messages)[0] == "t.py::test_big[float64]"
+    assert grading.most_telling([failed[0], failed[3]], messages)[0] == "t.py::test_big[float32]"  # test order
+    doc = {"exercises": {"x": [(r[0], r[1], r[2].splitlines()[0]) for r in failed]}, "messages": messages}
+    verdict = grading._verdict_from("x", doc, "", gpu=False)
+    assert verdict.first == "test_worked_example" and "at (0,)" in " ".join(verdict.message), verdict
+
+
+def test_property_and_mask_messages_show_the_values():
+    """A string or layout comparison shows what the code produced, whole, naming the property; a mask
+    comparison shows the first wrong element, its values and the input there."""
+    from coursekit import testing
+
+    got, want = "Tensor(Double, shape=(7,), device=cpu)", "Tensor(Double, shape=(7), device=cpu)"
+    text = _failure(lambda: testing.assert_property(got, want, "the string", "describe"))
+    assert repr(got) in text and repr(want) in text and "character 23" in text, text
+    text = _failure(lambda: testing.assert_property((1, 4), (6, 1), "strides", "echo"))
+    assert "echo: strides (1, 4), expected (6, 1)" in text, text
+    x = torch.tensor([0.5, 1.5, 2.5, 3.5])
+    text = _failure(lambda: testing.assert_mask(x > 2, x > 1, "mask", inputs=x))
+    assert "1 of 4 elements wrong; first at (1,): got False, expected True (input 1.5)" in text, text

@@ -46,12 +46,7 @@ C10_HOST_DEVICE inline T gelu_derivative(T x) {
   // END SOLUTION
 }
 
-at::Tensor gelu_forward(const at::Tensor& x);
-at::Tensor gelu_backward(const at::Tensor& grad_out, const at::Tensor& x);
-
-// The CPU loops GELU runs: "auto" (the vector loops where the CPU has them) or
-// "plain" (one value at a time); returns the ones in use now: "avx512", "avx2" or "plain".
-std::string gelu_cpu_loops(const std::string& choice);
+#include "gelu_ops.h"  // gelu_forward, gelu_backward, gelu_cpu_loops: what Python calls
 
 void gelu_forward_cpu(const at::Tensor& x, at::Tensor& out);
 void gelu_backward_cpu(const at::Tensor& grad_out, const at::Tensor& x, at::Tensor& grad_in);
