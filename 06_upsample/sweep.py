@@ -271,8 +271,12 @@ def summary(doc: dict, short: bool = False) -> str:
                        f"the copy floor (median {fr[len(fr) // 2][0]:.0%}); lowest on {describe(by[fr[0][1], name])}")
     host_rows = [r for r in rows if r.get("section") == "host"]
     if host_rows:
+        profiled = any(r.get("gpu_ms") is not None for r in host_rows)
         out += ["", "The host's share: one call of each step, host included (`bench`, median); in brackets the "
-                "kernels it runs on the GPU and their time (torch.profiler, one call, profiled after every timing). The operator's autograd is torch.library's "
+                "kernels it runs on the GPU" + (" and their time (torch.profiler, one call, profiled after every "
+                                                "timing)." if profiled else
+                                                " (torch.profiler, one call, profiled right after its timing).")
+                + " The operator's autograd is torch.library's "
                 "(`register_autograd`); `upsample_bilinear` takes the eager path (`_Resize`).", "",
                 "| case | step | kernel op | operator | `upsample_bilinear` | `F.interpolate` |",
                 "|---|---|---|---|---|---|"]
@@ -286,7 +290,7 @@ def summary(doc: dict, short: bool = False) -> str:
                         return "-"
                     k, gpu = cells[p].get("kernels"), cells[p].get("gpu_ms")
                     return f"{cells[p]['median_ms'] * 1e3:.1f} µs" + (
-                        "" if k is None else f" ({k}: {gpu * 1e3:.1f} µs)")
+                        "" if k is None else f" ({k})" if gpu is None else f" ({k}: {gpu * 1e3:.1f} µs)")
                 out.append(f"| {list(key[0])} -> {list(key[1])} {key[2]} | {step} | "
                            + " | ".join(cell(p) for p in ("kernel op", "operator", "upsample_bilinear", "F.interpolate"))
                            + " |")

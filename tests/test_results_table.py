@@ -80,3 +80,19 @@ def test_summary_cells_agree_with_their_times():
             if m:
                 ratio, ours, peer = map(float, m.groups())
                 assert abs(peer / ours - ratio) / ratio < 0.05, cell
+
+
+def test_sweep_summaries_match_results():
+    """Chapter 06's sweep summaries (README.md, SPEED.md) are what 06_upsample/sweep.py makes of its file."""
+    import importlib.util
+
+    from coursekit import timing
+
+    spec = importlib.util.spec_from_file_location("ch06_sweep", ROOT / "06_upsample" / "sweep.py")
+    sweep = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sweep)
+    doc = timing.load(results.RESULTS / "06_upsample_sweep_cuda.json")
+    for name, short in (("README.md", True), ("SPEED.md", False)):
+        text = (ROOT / "06_upsample" / name).read_text()
+        block = f"{sweep.START}\n{sweep.summary(doc, short=short)}{sweep.END}"
+        assert block in text, f"06_upsample/{name}'s sweep summary differs from the results; python 06_upsample/sweep.py --readme"
