@@ -2178,6 +2178,17 @@ def test_eager_path_matches_operator(up, device, layout):
             assert torch.equal(ga, gb) and ga.stride() == gb.stride(), f"{mode}, {method}: gradient differs"
             again = up.upsample_bilinear(a, (9, 4), mode=mode, backward=method)  # the checked-call cache's hit
             assert torch.equal(again, ya) and again.stride() == ya.stride(), f"{mode}, {method}: a second call differs"
+    for method in BACKWARDS:  # scale factors reach both backwards (half_pixel keeps them: 5 * 1.9 -> 9, 6 * 0.7 -> 4)
+        x = torch.randn(2, 3, 5, 6, dtype=torch.float64, device=device).contiguous(memory_format=layout)
+        a, b = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
+        ya = up.upsample_bilinear(a, scale_factor=(1.9, 0.7), backward=method)
+        yb = op(b, [9, 4], "half_pixel", 1.9, 0.7, method)
+        g = torch.randn_like(ya)
+        (ga,), (gb,) = torch.autograd.grad(ya, a, g), torch.autograd.grad(yb, b, g)
+        ref = ref_backward(g, (5, 6), "half_pixel", scales=(1.9, 0.7))
+        assert torch.equal(ya, yb), f"{method}, scale_factor=(1.9, 0.7): the forward differs between the two paths"
+        assert_close64(ga, ref, f"the eager path's gradient, {method}, scale_factor=(1.9, 0.7)")
+        assert_close64(gb, ref, f"the operator's autograd formula, {method}, scales (1.9, 0.7)")
     x = torch.randn(1, 2, 4, 5, dtype=torch.float64, device=device, requires_grad=True)
     assert torch.autograd.gradgradcheck(lambda t: up.upsample_bilinear(t, (7, 3)), (x,))
     with torch.no_grad():
@@ -2206,6 +2217,18 @@ def test_eager_path_only_for_plain_tensors(up):
     assert out.shape == (1, 2, 7, 3)
     with FlopCounterMode(display=False):
         assert up.upsample_bilinear(x, (7, 3)).shape == (1, 2, 7, 3)
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    dispatched = []
+
+    class RecordDispatch(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            dispatched.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    with RecordDispatch():
+        up.upsample_bilinear(x, (7, 3))
+    assert any("ch06.upsample_bilinear2d" in s for s in dispatched), f"a dispatch mode saw {dispatched}"
     assert up._plain(x) and up._plain(torch.nn.Parameter(x))
 
     class Sub(torch.Tensor):
