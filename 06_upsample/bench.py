@@ -145,6 +145,39 @@ def run(device: str, quick: bool, compile_peer: bool = True) -> tuple[list[dict]
     return records, bandwidth
 
 
+CPU_START, CPU_END = "<!-- cpu:start -->", "<!-- cpu:end -->"
+
+
+def cpu_table(doc: dict) -> str:
+    """SPEED.md's CPU table, from results/06_upsample_cpu.json: half_pixel, median ms per call."""
+    env = doc["environment"]
+    cases: dict[tuple, dict[str, dict]] = {}
+    for r in doc["records"]:
+        if r["mode"] == "half_pixel":
+            key = (tuple(r["shape"]), r["factor"], r["dtype"], r["layout"])
+            cases.setdefault(key, {})[r["name"]] = r
+    names = ["forward ours", "forward F.interpolate", "forward torch.compile", "backward gather",
+             "backward F.interpolate"]
+    out = [f"One run, `results/06_upsample_cpu.json`: {env['device_name']}, torch {env['torch']}, "
+           f"{env.get('threads', env['cpu_threads'])} threads for every contender, `half_pixel`, median ms per call:", "",
+           "| case | forward, ours | `F.interpolate` | `torch.compile` | gather (ours) | PyTorch backward |",
+           "|---|---|---|---|---|---|"]
+    for (shape, factor, dtype, layout), named in cases.items():
+        what = f"{shape} x{factor} {dtype}" + (", channels_last" if layout == "channels_last" else "")
+        out.append(f"| {what} | " + " | ".join(f"{named[n]['median_ms']:.3f}" if n in named else "-" for n in names)
+                   + " |")
+    return "\n".join(out) + "\n"
+
+
+def write_cpu_table(doc: dict, path: Path = HERE / "SPEED.md") -> None:
+    import re
+
+    text = path.read_text()
+    pattern = re.compile(re.escape(CPU_START) + r".*?" + re.escape(CPU_END), re.S)
+    assert pattern.search(text), f"{path} has no {CPU_START} ... {CPU_END} block"
+    path.write_text(pattern.sub(lambda _: f"{CPU_START}\n{cpu_table(doc)}{CPU_END}", text))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda" if torch.cuda.is_available() else "cpu")
@@ -154,7 +187,12 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="default: results/06_upsample_<device>.json")
     parser.add_argument("--threads", type=int, default=None,
                         help="CPU threads for every contender (torch.set_num_threads); default: torch's default")
+    parser.add_argument("--readme", action="store_true", help="only regenerate SPEED.md's CPU table from "
+                        "results/06_upsample_cpu.json")
     args = parser.parse_args()
+    if args.readme:
+        write_cpu_table(timing.load(HERE.parent / "results" / "06_upsample_cpu.json"))
+        return
     if args.threads:
         torch.set_num_threads(args.threads)
     out = args.out or HERE.parent / "results" / f"06_upsample_{args.device}.json"
@@ -162,6 +200,8 @@ def main() -> None:
     path = timing.save(out, records, args.device, extra={"quick": args.quick, "copy_bandwidth_GBps": bandwidth / 1e9,
                                                          "threads": torch.get_num_threads()})
     print(f"wrote {path}")
+    if args.device == "cpu" and not args.quick and args.out is None:
+        write_cpu_table(timing.load(path))
 
 
 if __name__ == "__main__":

@@ -96,3 +96,17 @@ def test_sweep_summaries_match_results():
         text = (ROOT / "06_upsample" / name).read_text()
         block = f"{sweep.START}\n{sweep.summary(doc, short=short)}{sweep.END}"
         assert block in text, f"06_upsample/{name}'s sweep summary differs from the results; python 06_upsample/sweep.py --readme"
+
+
+def test_cpu_speed_table_matches_results():
+    """06_upsample/SPEED.md's CPU table is what 06_upsample/bench.py makes of its CPU results file."""
+    import importlib.util
+
+    from coursekit import timing
+
+    spec = importlib.util.spec_from_file_location("ch06_bench", ROOT / "06_upsample" / "bench.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    text = (ROOT / "06_upsample" / "SPEED.md").read_text()
+    block = f"{bench.CPU_START}\n{bench.cpu_table(timing.load(results.RESULTS / '06_upsample_cpu.json'))}{bench.CPU_END}"
+    assert block in text, "06_upsample/SPEED.md's CPU table differs from the results; python 06_upsample/bench.py --readme"
