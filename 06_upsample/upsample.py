@@ -374,11 +374,9 @@ def upsample_bilinear(
     """
     plain = _plain(x)
     if plain:  # a call already checked once: its arguments are known good (_CHECKED)
-        try:
-            key = (x.shape, x.dtype, x.device, size, scale_factor, mode, backward, recompute_scale_factor)
-            hit = _CHECKED.get(key)
-        except TypeError:  # a list among the arguments: not hashable, not cached
-            key = hit = None
+        # repr, not the values: 8.0 == 8 and True == 1, but a float size or a bool must still fail its check
+        key = (x.shape, x.dtype, x.device, repr((size, scale_factor, mode, backward, recompute_scale_factor)))
+        hit = _CHECKED.get(key)
         if hit is not None:
             out_hw, scale_h, scale_w = hit
             if torch.is_grad_enabled() and x.requires_grad:
@@ -401,10 +399,9 @@ def upsample_bilinear(
         return _forward(x, list(out_hw), mode, scales[0], scales[1], backward)
     _check_forward(x, out_hw, mode, scales[0], scales[1], backward)
     _check_device("upsample_bilinear2d", "x", x)
-    if key is not None:
-        if len(_CHECKED) >= 4096:  # a program that resizes ever new shapes: start over
-            _CHECKED.clear()
-        _CHECKED[key] = (list(out_hw), scales[0], scales[1])
+    if len(_CHECKED) >= 4096:  # a program that resizes ever new shapes: start over
+        _CHECKED.clear()
+    _CHECKED[key] = (list(out_hw), scales[0], scales[1])
     if torch.is_grad_enabled() and x.requires_grad:
         return _Resize.apply(x, list(out_hw), mode, scales[0], scales[1], backward)
     return _launch(_forward_kernel, x, list(out_hw), mode, scales[0], scales[1])

@@ -2190,6 +2190,9 @@ def test_eager_path_matches_operator(up, device, layout):
         assert_close64(ga, ref, f"the eager path's gradient, {method}, scale_factor=(1.9, 0.7)")
         assert_close64(gb, ref, f"the operator's autograd formula, {method}, scales (1.9, 0.7)")
     x = torch.randn(1, 2, 4, 5, dtype=torch.float64, device=device, requires_grad=True)
+    up.upsample_bilinear(x, (7, 3))  # checked, then remembered
+    with expect_error("size must be integers", ValueError, what="a float size after an equal int size (7.0 == 7)"):
+        up.upsample_bilinear(x, (7.0, 3.0))
     assert torch.autograd.gradgradcheck(lambda t: up.upsample_bilinear(t, (7, 3)), (x,))
     with torch.no_grad():
         assert up.upsample_bilinear(x, (7, 3)).grad_fn is None

@@ -294,7 +294,7 @@ VARIANTS = [
             "return _launch_backward(grad, input_size, mode, method, None, None), None,"),
     Variant("eager-cache-key-without-shape", "the checked-call cache forgets the input's shape: a scale factor's "
             "output size from another shape is reused",
-            "upsample.py", "key = (x.shape, x.dtype, x.device, size,", "key = (x.dtype, x.device, size,"),
+            "upsample.py", "key = (x.shape, x.dtype, x.device, repr(", "key = (x.dtype, x.device, repr("),
     Variant("eager-path-under-modes", "the eager path is taken under a dispatch mode, which then never sees the operator",
             "upsample.py", "            and not is_in_torch_dispatch_mode()  # e.g. FakeTensorMode, FlopCounterMode\n", ""),
     Variant("double-backward-drops-scales", "the backward's own backward calls the forward without the scale factors",
