@@ -13,8 +13,9 @@ the same autograd formula (trilinear_op.py) and backward operator (chapter 04's 
 
 On a machine without a GPU, Triton kernels run only in Triton's interpreter (numpy, on
 CPU tensors; slow, for tests and debugging). It is switched on by TRITON_INTERPRET=1,
-which triton reads when it is imported: this module sets it when no GPU is visible and
-triton is not imported yet. The interpreter reads the tensors' memory, which fake tensors
+which triton reads when a kernel is decorated, and for its own library functions (tl.zeros,
+...) when triton is imported: so this module sets it when no GPU is visible and triton is
+not imported yet (tests/conftest.py sets it before anything imports triton). The interpreter reads the tensors' memory, which fake tensors
 do not have, so there the launch is an opaque operator of its own.
 """
 

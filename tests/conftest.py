@@ -17,8 +17,9 @@ import pytest
 import torch
 
 GPU = torch.cuda.is_available()
-# Without a GPU, Triton kernels (chapter 05's route 3) run in Triton's interpreter, which triton
-# reads from TRITON_INTERPRET when it is imported, and torch.compile imports it: so here, first.
+# Without a GPU, Triton kernels (chapter 05's route 3) run in Triton's interpreter. triton reads
+# TRITON_INTERPRET when a kernel is decorated, and for its own library functions when it is
+# imported; torch.compile imports it: so here, first.
 if not GPU:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 

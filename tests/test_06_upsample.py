@@ -2232,6 +2232,10 @@ def test_eager_path_only_for_plain_tensors(up):
     with RecordDispatch():
         up.upsample_bilinear(x, (7, 3))
     assert any("ch06.upsample_bilinear2d" in s for s in dispatched), f"a dispatch mode saw {dispatched}"
+    # torch.jit.trace records the kernel op the eager path calls (the public operator, implemented
+    # in Python, does not trace); the checks ran when the trace was taken.
+    traced = torch.jit.trace(lambda t: up.upsample_bilinear(t, (7, 3)), x)
+    assert torch.equal(traced(x), up.upsample_bilinear(x, (7, 3)))
     assert up._plain(x) and up._plain(torch.nn.Parameter(x))
 
     class Sub(torch.Tensor):

@@ -1,6 +1,6 @@
 """Run chapter 04's seeded bugs through the course's two debuggers and keep what they say.
 
-Four small CUDA programs in this folder, each the chapter's reduction over f (warp shuffles,
+Five small CUDA programs in this folder, each the chapter's reduction over f (warp shuffles,
 then shared memory across the warps) with one bug, and the same program fixed (-DFIXED):
 
     oob_read.cu            a read past the end of an array           compute-sanitizer memcheck
@@ -13,7 +13,7 @@ then shared memory across the warps) with one bug, and the same program fixed (-
     python 04_backward/debugging/run.py --gpu    # nvcc and compute-sanitizer, on a CUDA GPU
     python 04_backward/debugging/run.py --gpu --cuda-gdb   # and a cuda-gdb session on race.cu
 
---cpu compiles each program for the CPU with the GPU-free judge (coursekit/emulate.py,
+Without --gpu it compiles each program for the CPU with the GPU-free judge (coursekit/emulate.py,
 build_program) and runs it with two thread orders. --gpu compiles it with nvcc -lineinfo and
 runs it plainly, then under compute-sanitizer's matching tool (buggy and fixed); with
 --cuda-gdb it also records a short cuda-gdb session on race.cu (built with -G). Both write
