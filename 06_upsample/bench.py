@@ -35,7 +35,7 @@ import torch.nn.functional as F
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # coursekit, when run as a script from anywhere
 
-from coursekit import timing  # noqa: E402
+from coursekit import results, timing  # noqa: E402
 from coursekit.build import load_python  # noqa: E402
 
 F32, BF16, F16 = torch.float32, torch.bfloat16, torch.float16
@@ -170,12 +170,7 @@ def cpu_table(doc: dict) -> str:
 
 
 def write_cpu_table(doc: dict, path: Path = HERE / "SPEED.md") -> None:
-    import re
-
-    text = path.read_text()
-    pattern = re.compile(re.escape(CPU_START) + r".*?" + re.escape(CPU_END), re.S)
-    assert pattern.search(text), f"{path} has no {CPU_START} ... {CPU_END} block"
-    path.write_text(pattern.sub(lambda _: f"{CPU_START}\n{cpu_table(doc)}{CPU_END}", text))
+    results.write_block(path, CPU_START, CPU_END, cpu_table(doc))
 
 
 def main() -> None:

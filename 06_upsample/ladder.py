@@ -20,7 +20,6 @@ A graph-replay time is only ever compared with a graph-replay time.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from pathlib import Path
 
@@ -30,7 +29,7 @@ import torch.nn.functional as F
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from coursekit import timing  # noqa: E402
+from coursekit import results, timing  # noqa: E402
 from coursekit.build import load_python  # noqa: E402
 
 F32, BF16 = torch.float32, torch.bfloat16
@@ -150,10 +149,7 @@ def table(doc: dict, cases: list[str] | None = None) -> str:
 
 
 def write_block(path: Path, text: str) -> None:
-    old = path.read_text()
-    pattern = re.compile(re.escape(START) + r".*?" + re.escape(END), re.S)
-    assert pattern.search(old), f"{path} has no {START} ... {END} block"
-    path.write_text(pattern.sub(lambda _: f"{START}\n{text}{END}", old))
+    results.write_block(path, START, END, text)
 
 
 def plot(doc: dict, path: Path) -> None:

@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import math
 import random
-import re
 import sys
 from pathlib import Path
 
@@ -41,7 +40,7 @@ import torch.nn.functional as F
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from coursekit import timing  # noqa: E402
+from coursekit import results, timing  # noqa: E402
 from coursekit.build import load_python  # noqa: E402
 
 CASES = 48
@@ -298,10 +297,7 @@ def summary(doc: dict, short: bool = False) -> str:
 
 
 def write_block(path: Path, text: str) -> None:
-    old = path.read_text()
-    pattern = re.compile(re.escape(START) + r".*?" + re.escape(END), re.S)
-    assert pattern.search(old), f"{path} has no {START} ... {END} block"
-    path.write_text(pattern.sub(lambda _: f"{START}\n{text}{END}", old))
+    results.write_block(path, START, END, text)
 
 
 def main() -> None:

@@ -398,6 +398,13 @@ def _replace(path: Path, start: str, end: str, block: str) -> bool:
     return True
 
 
+def write_block(path: Path, start: str, end: str, body: str) -> None:
+    """Put generated text between the markers `start` and `end` of a file (the scripts that write
+    tables into lessons use this: ladder.py, sweep.py, bench.py)."""
+    if not _replace(Path(path), start, end, f"{start}\n{body}{end}"):
+        raise SystemExit(f"{path} has no {start} ... {end} block")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true",
