@@ -143,7 +143,8 @@ def build_program(source: str | Path, defines: tuple[str, ...] = ()) -> Path:
     source = Path(source).resolve()
     text = transform(source.read_text(), str(source))
     digest = hashlib.sha1(text.encode() + " ".join(defines).encode())
-    for f in sorted(EMU.iterdir()):
+    headers = sorted(p for p in source.parent.iterdir() if p.suffix in (".h", ".cuh"))  # its own includes
+    for f in sorted(EMU.iterdir()) + headers:
         digest.update(f.name.encode() + f.read_bytes())
     out = BUILD / "programs" / f"{source.stem}-{digest.hexdigest()[:10]}"
     exe = out / source.stem
@@ -151,7 +152,7 @@ def build_program(source: str | Path, defines: tuple[str, ...] = ()) -> Path:
         out.mkdir(parents=True, exist_ok=True)
         (out / f"{source.stem}.cpp").write_text(text)
         tmp = Path(f"{exe}.{os.getpid()}")  # then renamed: a parallel build of the same program is harmless
-        cmd = ["c++", "-std=c++17", "-O0", "-g", "-DCOURSE_EMULATE", *(f"-D{d}" for d in defines), f"-I{EMU}",
+        cmd = ["c++", "-std=c++17", "-O0", "-g", "-DCOURSE_EMULATE", *(f"-D{d}" for d in defines), f"-I{EMU}", f"-I{source.parent}",
                "-include", "cuda_emu_runtime.h", str(out / f"{source.stem}.cpp"), "-o", str(tmp)]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:

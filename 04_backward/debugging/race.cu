@@ -50,46 +50,8 @@ __global__ void row_dot(const float* __restrict__ g, const float* __restrict__ x
   }
 }
 
-#define CHECK(call)                                                                      \
-  do {                                                                                   \
-    const cudaError_t e_ = (call);                                                       \
-    if (e_ != cudaSuccess) {                                                             \
-      std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));   \
-      std::exit(1);                                                                      \
-    }                                                                                    \
-  } while (0)
+#include "row_dot_main.cuh"  // CHECK and main(): six rows, checked against a double-precision sum
 
-int main() {
-  const int N = 6, F = 200;  // F: not a multiple of 32, fewer features than threads
-  std::vector<float> g(N * F), x(N * F), out(N);
-  for (int i = 0; i < N * F; ++i) {
-    g[i] = 0.25f * (i * 7 % 11) - 1.0f;
-    x[i] = 0.5f * (i * 5 % 13) - 3.0f;
-  }
-  float *d_g, *d_x, *d_out;
-  CHECK(cudaMalloc(&d_g, N * F * sizeof(float)));
-  CHECK(cudaMalloc(&d_x, N * F * sizeof(float)));
-  CHECK(cudaMalloc(&d_out, N * sizeof(float)));
-  CHECK(cudaMemcpy(d_g, g.data(), N * F * sizeof(float), cudaMemcpyHostToDevice));
-  CHECK(cudaMemcpy(d_x, x.data(), N * F * sizeof(float), cudaMemcpyHostToDevice));
-  row_dot<<<N, kThreads>>>(d_g, d_x, d_out, F);
-  CHECK(cudaGetLastError());
-  CHECK(cudaDeviceSynchronize());
-  CHECK(cudaMemcpy(out.data(), d_out, N * sizeof(float), cudaMemcpyDeviceToHost));
-  int wrong = 0;
-  for (int n = 0; n < N; ++n) {
-    double want = 0;
-    for (int f = 0; f < F; ++f) {
-      want += double(g[n * F + f]) * x[n * F + f];
-    }
-    if (!(std::fabs(out[n] - want) <= 1e-4 * (1 + std::fabs(want)))) {
-      std::printf("row_dot: out[%d] = %g, expected %g\n", n, out[n], want);
-      ++wrong;
-    }
-  }
-  std::printf("row_dot: %d of %d rows wrong\n", wrong, N);
-  CHECK(cudaFree(d_g));
-  CHECK(cudaFree(d_x));
-  CHECK(cudaFree(d_out));
-  return wrong ? 1 : 0;
+void launch_row_dot(const float* g, const float* x, float* out, int N, int F) {
+  row_dot<<<N, kThreads>>>(g, x, out, F);
 }

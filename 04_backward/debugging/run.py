@@ -1,7 +1,8 @@
 """Run chapter 04's seeded bugs through the course's two debuggers and keep what they say.
 
 Five small CUDA programs in this folder, each the chapter's reduction over f (warp shuffles,
-then shared memory across the warps) with one bug, and the same program fixed (-DFIXED):
+then shared memory across the warps) with one bug, and the same program fixed (-DFIXED); their
+host half (the data, the launch, the check) is one header, row_dot_main.cuh:
 
     oob_read.cu            a read past the end of an array           compute-sanitizer memcheck
     race.cu                a missing barrier: a race on shared memory compute-sanitizer racecheck
