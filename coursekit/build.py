@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib.util
+import os
 import runpy
 import sys
 import time
@@ -163,6 +164,9 @@ def build(source: str | Path, *, cuda: bool | None = None, verbose: bool = False
     if not cpp_extension.is_ninja_available():
         raise toolkit.SetupError("ninja is not installed in this Python.\n  fix: python -m pip install ninja")
 
+    if cuda and os.environ.get("COURSE_NVCC_CACHE"):  # the self-check on a GPU: see coursekit/nvcc_cache.py
+        os.environ["PYTORCH_NVCC"] = " ".join([sys.executable, str(Path(__file__).with_name("nvcc_cache.py")),
+                                               os.path.join(cpp_extension.CUDA_HOME, "bin", "nvcc")])
     out = build_dir(src, cuda, device_debug)
     nvcc_flags = NVCC_FLAGS if not (cuda and device_debug) else [f for f in NVCC_FLAGS if f != "-lineinfo"] + ["-G"]
     out.mkdir(parents=True, exist_ok=True)

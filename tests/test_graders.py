@@ -32,7 +32,9 @@ DEADLINE = float(os.environ.get("COURSE_SELFCHECK_DEADLINE") or 0) or (time.time
 SEED = os.environ.get("COURSE_SELFCHECK_SEED")
 # COURSE_SELFCHECK_CUDA_ONLY=1 (on a GPU machine): only the variants that change CUDA code, the
 # ones a machine without a GPU cannot check; the others are checked on every machine.
-CUDA_ONLY = os.environ.get("COURSE_SELFCHECK_CUDA_ONLY") == "1"
+# COURSE_SELFCHECK_CUDA_ONLY=unemulated: only those the GPU-free judge does not grade either.
+CUDA_ONLY = os.environ.get("COURSE_SELFCHECK_CUDA_ONLY") in ("1", "unemulated")
+UNEMULATED = os.environ.get("COURSE_SELFCHECK_CUDA_ONLY") == "unemulated"
 
 
 # COURSE_SELFCHECK_SHARD=I/K (set by `./course selfcheck` with COURSE_SELFCHECK_SHARDS=K): only
@@ -46,7 +48,7 @@ def _cases():
             yield pytest.param(chapter, None, id=f"{chapter.number}-stubs")
         found = list(selfcheck.variants(chapter))
         if CUDA_ONLY:  # the others are not collected (not skipped), so that the parts are even
-            found = [v for v in found if v.cuda_only]
+            found = [v for v in found if v.cuda_only and not (UNEMULATED and selfcheck.emulated(chapter, v))]
         if SEED:
             random.Random(f"{SEED}-{chapter.number}").shuffle(found)
         for v in found[PART::PARTS]:

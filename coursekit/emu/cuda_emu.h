@@ -126,6 +126,7 @@ struct State {
   std::vector<Guarded> buffers;
   Fault fault;
   bool handler = false;
+  struct sigaction previous[3];  // SIGSEGV, SIGBUS, SIGFPE as they were (Python's faulthandler, say)
   sigjmp_buf escape;  // a fault outside every guarded buffer ends the launch here
   bool armed = false;
   std::vector<std::pair<void*, size_t>> shared;  // the __shared__ variables seen (SharedPoison)
@@ -182,7 +183,9 @@ inline void on_segv(int sig, siginfo_t* info, void* uc) {
                                    "the end of a table, or computed from garbage?), in " + where();
     siglongjmp(s.escape, 1);
   }
-  signal(sig, SIG_DFL);  // not ours: crash as usual
+  // Not ours: hand the signal back to whoever had it (Python's faulthandler prints the Python
+  // stack, then the process crashes as usual); the instruction runs again and faults again.
+  sigaction(sig, &s.previous[sig == SIGSEGV ? 0 : sig == SIGBUS ? 1 : 2], nullptr);
 }
 
 inline void install_handler() {
@@ -192,9 +195,9 @@ inline void install_handler() {
   memset(&sa, 0, sizeof(sa));
   sa.sa_sigaction = on_segv;
   sa.sa_flags = SA_SIGINFO | SA_NODEFER;
-  sigaction(SIGSEGV, &sa, nullptr);
-  sigaction(SIGBUS, &sa, nullptr);
-  sigaction(SIGFPE, &sa, nullptr);
+  sigaction(SIGSEGV, &sa, &s.previous[0]);
+  sigaction(SIGBUS, &sa, &s.previous[1]);
+  sigaction(SIGFPE, &sa, &s.previous[2]);
   s.handler = true;
 }
 
