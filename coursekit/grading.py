@@ -222,12 +222,13 @@ def _build_failed(log: str) -> bool:
 
 
 def run_tests(chapter: chapters.Chapter, source: Path, name: str | None, report: Path, *,
-              cuda_build: bool, stop_first: bool = False) -> tuple[dict | None, str]:
-    """Run the chapter's tests (those of exercise `name`, or all) against `source`."""
+              cuda_build: bool, stop_first: bool = False, marker: str | None = None) -> tuple[dict | None, str]:
+    """Run the chapter's tests (those of exercise `name`, or all; with `marker`, only those it marks)
+    against `source`."""
     report.parent.mkdir(parents=True, exist_ok=True)
     report.unlink(missing_ok=True)
     cmd = [sys.executable, "-m", "pytest", str(chapter.test_file), "--source", str(source),
-           "--course-report", str(report), "-q", "-p", "no:cacheprovider", "-m", "not graders and not aot",
+           "--course-report", str(report), "-q", "-p", "no:cacheprovider", "-m", "not graders and not aot" + (f" and {marker}" if marker else ""),
            "--tb=short", "-rN"]
     if name:
         cmd += ["--exercise", name]

@@ -99,8 +99,12 @@ def check_variant(chapter: chapters.Chapter, variant: exercises.Variant) -> list
     names = touched(chapter, ws)
     if not names:  # outside every exercise: the chapter's tests as a whole must notice
         staged = SELFCHECK / chapter.number / "staged" / chapter.dirname
-        doc, log = grading.run_tests(chapter, staged, None, SELFCHECK / chapter.number / f"{variant.name}.json",
-                                     cuda_build=GPU, stop_first=True)
+        report = SELFCHECK / chapter.number / f"{variant.name}.json"
+        cuda_first = variant.cuda_only and GPU and not variant.correct  # the CUDA tests first: the likely catch
+        if cuda_first:
+            doc, log = grading.run_tests(chapter, staged, None, report, cuda_build=True, stop_first=True, marker="cuda")
+        if not cuda_first or (doc is not None and not any(o in ("failed", "error") for o in doc["outcomes"].values())):
+            doc, log = grading.run_tests(chapter, staged, None, report, cuda_build=GPU, stop_first=True)
         if doc is None:  # it does not build: caught (a correct variant must build)
             return [f"{variant.name} ({variant.why}) is correct, and does not build"] if variant.correct else []
         failed = [n for n, o in doc["outcomes"].items() if o in ("failed", "error")]

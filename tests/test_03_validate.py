@@ -849,6 +849,36 @@ def test_profile_cpu_nested_operators_count_once(profiling):
 
 
 @pytest.mark.exercise("profile-call")
+def test_profile_cpu_operators_starting_together(profiling, monkeypatch):
+    """A trace gives times in microseconds, and a thin operator starts the one inside it at once: two
+    operators (and a third inside both) can share a start time, the inner ones listed first. The longer
+    is the top-level one. An operator that starts exactly where the previous top-level one ends is
+    top-level too. The call's events are real; its operators are these, placed inside its range."""
+    real = profiling.trace_events
+    seen = []
+
+    def crafted(prof):
+        events = [e for e in real(prof) if e["cat"] != "cpu_op"]
+        ranges = [e for e in events if e["cat"] == "user_annotation" and not e["name"].startswith("ProfilerStep")]
+        call = max(ranges or events, key=lambda e: e["ts"])  # the call's own range: the last to start
+        t0, tid, pid = call["ts"] + 50.0, call["tid"], call["pid"]
+        ops = [("aten::leaf", t0, 5.0), ("aten::inner", t0, 20.0), ("aten::outer", t0, 500.0),
+               ("aten::next", t0 + 500.0, 100.0)]
+        seen.append(True)
+        return events + [{"name": n, "cat": "cpu_op", "ts": ts, "dur": d, "pid": pid, "tid": tid} for n, ts, d in ops]
+
+    monkeypatch.setattr(profiling, "trace_events", crafted)
+    p = profiled(profiling, lambda: time.sleep(0.002), "cpu")
+    if not seen:
+        pytest.skip("profile_call does not read the profile through trace_events; this case feeds it one")
+    assert (p.kernels, p.device_us) == (2, 600.0), (
+        f"operators of 5, 20 and 500 µs starting together (listed shortest first), then one of 100 µs starting "
+        f"where they end: 2 top-level operators, 600 µs; profile_call gave kernels={p.kernels}, "
+        f"device_us={p.device_us:g} (sorted by start time only, the shortest taken for the outer one? "
+        f"or an operator that starts at the previous one's end taken as inside it?)")
+
+
+@pytest.mark.exercise("profile-call")
 def test_profile_cpu_host_time(profiling):
     """A call that sleeps 30 ms in Python inside two nested record_function ranges, then runs one small
     operator: the host's time is 30 ms (once, not once per range), the operators' time small."""

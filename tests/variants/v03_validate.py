@@ -338,6 +338,12 @@ VARIANTS += [
             "call's own range encloses everything and is the one top-level event",
             _PROF, "(e for e in events if e[\"cat\"] == \"cpu_op\")",
             "(e for e in events if e[\"cat\"] in (\"cpu_op\", \"user_annotation\"))"),
+    Variant("profile-sort-start-only", "sorts the operators by start time only: of two starting together, the "
+            "one the trace lists first (an inner one) is taken for the top-level one",
+            _PROF, "key=lambda e: (e[\"ts\"], -e[\"dur\"])", "key=lambda e: e[\"ts\"]"),
+    Variant("profile-end-is-inside", "an operator starting exactly where the previous top-level one ends is "
+            "taken as inside it",
+            _PROF, "            if e[\"ts\"] >= ends.get(", "            if e[\"ts\"] > ends.get("),
     Variant("profile-count-names", "counts operator names (the rows of key_averages), not calls",
             _PROF, "kernels=len(work))", "kernels=len({e[\"name\"] for e in work}))"),
     Variant("profile-nested-time-twice", "counts the top-level operators but sums the durations of all of them, "
