@@ -65,6 +65,31 @@ def cmd_test(args) -> int:
     return _pytest(["-m", "not graders", *args.pytest_args])
 
 
+def _prewarm_nvcc_cache() -> None:
+    """On a GPU: every part builds each chapter's CUDA code once per variant, in a folder of its own.
+    With an object cache (coursekit/nvcc_cache.py) filled from the solved chapters first, optimised
+    and -G (the memcheck tests), a variant compiles only the file it changes."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return
+    os.environ.setdefault("COURSE_NVCC_CACHE", str(ROOT / ".build" / "nvcc-cache"))
+    from . import selfcheck
+
+    t0 = time.time()
+    builds = []
+    for chapter in chapters.existing():
+        if not any(v.cuda_only for v in selfcheck.variants(chapter)) or not list((chapter.path / "csrc").glob("*.cu")):
+            continue
+        ws = selfcheck.solved_workspace(chapter, where=ROOT / ".build" / "selfcheck" / "prewarm" / chapter.number)
+        for debug in (False, True):  # each in a process of its own: a process loads one build of a chapter
+            code = f"from coursekit import build; build.build({str(ws)!r}, cuda=True, device_debug={debug})"
+            builds.append(subprocess.Popen([sys.executable, "-c", code], cwd=ROOT))
+    if any(p.wait() for p in builds):
+        print("[course] warning: a build to fill the nvcc object cache failed; the parts build without it", flush=True)
+    print(f"[course] nvcc object cache ready ({time.time() - t0:.0f} s): {os.environ['COURSE_NVCC_CACHE']}", flush=True)
+
+
 def cmd_selfcheck(args) -> int:
     """The grader self-check. With arguments: one pytest run with them. Without: one run per
     chapter (and one for the grading machinery), a few at a time, since most of the work is
@@ -89,6 +114,7 @@ def cmd_selfcheck(args) -> int:
     if budget and not os.environ.get("COURSE_SELFCHECK_DEADLINE"):
         os.environ["COURSE_SELFCHECK_DEADLINE"] = str(time.time() + budget)  # one deadline for every part
     workers = int(os.environ.get("COURSE_SELFCHECK_WORKERS") or 0) or max(2, (os.cpu_count() or 2) // 3)
+    _prewarm_nvcc_cache()
     print(f"[course] grader self-check: {len(jobs)} parts, {workers} at a time", flush=True)
 
     def run(job):
