@@ -115,17 +115,19 @@ def transform(text: str, path: str) -> str:
         lines.insert(last + 1, f'#include "cuda_emu_late.h"\n#line {last + 2} "{path}"\n')
     # nvcc refuses an initializer on a __shared__ variable; here __shared__ is `static`, which
     # would take it: refuse it on its own line, with nvcc's message. A declaration on one line,
-    # `__shared__ T name[...];`, is followed (on the same line) by a SharedPoison that poisons
-    # the variable at each block's start (cuda_emu.h).
+    # `__shared__ T name[...];`, becomes a reference to a guard-paged buffer of its own, poisoned
+    # at each block's start (shared_alloc in cuda_emu.h), on the same line.
     for i, line in enumerate(lines):
         code = line.split("//", 1)[0]
         if re.search(r"__shared__[^;]*=", code):
             lines[i] = '#error "initializer not allowed for __shared__ variable (nvcc refuses it too)"\n'
             continue
-        m = re.fullmatch(r"(\s*__shared__\s[^;]*?\b(\w+)\s*(?:\[[^\]]*\]\s*)*;)(.*)", line.rstrip("\n"))
+        m = re.fullmatch(r"(\s*)__shared__\s+([^;]*?)\b(\w+)\s*((?:\[[^\]]*\]\s*)*);(.*)", line.rstrip("\n"))
         if m and not code.lstrip().startswith("#"):
-            lines[i] = (f"{m.group(1)} static ::emu::SharedPoison emu_poison_{m.group(2)}(&{m.group(2)}, "
-                        f"sizeof({m.group(2)}));{m.group(3)}\n")
+            indent, type_, name, dims, rest = m.groups()
+            lines[i] = (f"{indent}using emu_shared_{name} = {type_.strip()}{dims.strip()}; static emu_shared_{name}& {name} = "
+                        f"*static_cast<emu_shared_{name}*>(::emu::shared_alloc(sizeof(emu_shared_{name}), "
+                        f"alignof(emu_shared_{name}), sizeof(std::remove_all_extents_t<emu_shared_{name}>), \"{name}\"));{rest}\n")
     text = "".join(lines)
     for old, new in RENAMES.items():
         text = text.replace(old, new)

@@ -601,6 +601,34 @@ def _run_emulated(program, fixed, seed):
                           env=dict(os.environ, COURSE_EMU_SEED=str(seed)))
 
 
+def test_judge_guards_shared_memory(tmp_path):
+    """A __shared__ array is a guard-paged buffer of its own under the judge: an index one past its end
+    stops the launch, naming the array, the element and the thread, instead of writing over whatever
+    lies next to it."""
+    import subprocess
+
+    from coursekit import emulate
+    source = tmp_path / "shared_overflow.cu"
+    source.write_text(
+        "#include <cstdio>\n"
+        "__global__ void shift(float* out) {\n"
+        "  __shared__ float tile[32];\n"
+        "  tile[threadIdx.x + 1] = 1.0f;  // thread 31 writes tile[32]\n"
+        "  __syncthreads();\n"
+        "  out[threadIdx.x] = tile[threadIdx.x];\n"
+        "}\n"
+        "int main() {\n"
+        "  float* out;\n"
+        "  cudaMalloc(&out, 32 * sizeof(float));\n"
+        "  shift<<<1, 32>>>(out);\n"
+        "  printf(\"%s\\n\", cudaGetErrorString(cudaDeviceSynchronize()));\n"
+        "  return 0;\n"
+        "}\n")
+    r = subprocess.run([str(emulate.build_program(source))], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 99, f"the judge let a write past a __shared__ array pass (exit {r.returncode}):\n{r.stdout}{r.stderr}"
+    assert "__shared__ tile: element 32 (past its end: it has 32)" in r.stderr and "thread (31, 0, 0)" in r.stderr, r.stderr
+
+
 @pytest.mark.parametrize("program", list(SEEDED_JUDGE))
 def test_seeded_bug_emulated(program):
     """The GPU-free judge on each seeded bug: the right kind of report, naming the kernel (and, where it

@@ -37,6 +37,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <type_traits>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -129,7 +130,7 @@ struct State {
   struct sigaction previous[3];  // SIGSEGV, SIGBUS, SIGFPE as they were (Python's faulthandler, say)
   sigjmp_buf escape;  // a fault outside every guarded buffer ends the launch here
   bool armed = false;
-  std::vector<std::pair<void*, size_t>> shared;  // the __shared__ variables seen (SharedPoison)
+  std::vector<std::pair<void*, size_t>> shared;  // the __shared__ variables made (shared_alloc)
 };
 
 inline State& st() {
@@ -275,21 +276,20 @@ inline void syncthreads(int line) {
 }
 
 // Shared memory holds no value until a thread of the block writes one: poison it (as the
-// outputs are) at each block's start. emulate.py follows every `__shared__ T name[...];`
-// with a `static SharedPoison`, which registers the variable the first time a thread
-// passes its declaration.
+// outputs are) at each block's start.
 inline void poison_shared() {
   for (const auto& v : st().shared) memset(v.first, 0xFF, v.second);
 }
-struct SharedPoison {
-  SharedPoison(void* p, size_t n) {
-    for (const auto& v : st().shared) {
-      if (v.first == p) return;
-    }
-    st().shared.emplace_back(p, n);
-    memset(p, 0xFF, n);
-  }
-};
+// A __shared__ variable (emulate.py turns `__shared__ T name[...];` into a static reference to
+// one): a guard-paged buffer, so that an index past its end stops the launch with the variable's
+// name instead of writing over its neighbours, registered to be poisoned at each block's start.
+// It is made once per variable (per instantiation of a template kernel) and kept.
+inline void* shared_alloc(size_t n, size_t align, size_t elem, const char* name) {
+  const size_t padded = (n + align - 1) / align * align;  // its end on the page's end, its start aligned
+  void* p = guarded_alloc(padded, elem, true, std::string("__shared__ ") + name);
+  st().shared.emplace_back(p, padded);
+  return p;
+}
 
 inline std::string tid_text(const Fiber& f) {
   return "(" + std::to_string(f.tid.x) + ", " + std::to_string(f.tid.y) + ", " + std::to_string(f.tid.z) + ")";
