@@ -16,9 +16,10 @@
 //   - a barrier must be reached by every thread of the block, at the same
 //     __syncthreads(): a thread that ends without it, or waits at another one, is
 //     an error naming both threads and lines (compute-sanitizer's synccheck on a GPU);
-//   - shared memory starts each block poisoned (every byte 0xFF; emulate.py marks each
-//     __shared__ variable), so a read of a slot no thread wrote gives NaN (or -1), as
-//     garbage would, instead of the zeros of a fresh static variable;
+//   - each __shared__ variable is a guard-paged buffer of its own (emulate.py rewrites its
+//     declaration), so an index past its end is an error naming it; it starts each block
+//     poisoned (every byte 0xFF), so a read of a slot no thread wrote gives NaN (or -1),
+//     as garbage would, instead of the zeros of a fresh static variable;
 //   - tensors the judge hands to a kernel live in guard-paged buffers (guarded_alloc):
 //     a read or write past either end stops being silent and names the kernel, the
 //     block, the thread and the offset. Outputs start poisoned (every byte 0xFF), so
