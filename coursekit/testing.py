@@ -39,8 +39,8 @@ def assert_finite(out: torch.Tensor, what: str = "output") -> None:
     bad = ~torch.isfinite(out.detach().cpu())
     if bad.any():
         idx = tuple(int(j) for j in bad.nonzero()[0])
-        raise AssertionError(f"{what}: {int(bad.sum())} of {out.numel()} elements are NaN/Inf (never written, or a "
-                             f"stub?); first at {idx}: got {out.detach().flatten()[int(bad.flatten().nonzero()[0])].item()}")
+        raise AssertionError(f"{what}: {int(bad.sum())} of {out.numel()} elements are NaN/Inf (never written, a stub, or "
+                             f"computed from a value no thread wrote, such as a __shared__ slot?); first at {idx}: got {out.detach().flatten()[int(bad.flatten().nonzero()[0])].item()}")
 
 
 def assert_close(out: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype | None = None, what: str = "output",

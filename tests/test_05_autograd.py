@@ -75,7 +75,7 @@ def assert_f64(out, ref, what="output", rtol=1e-12):
     assert out.dtype == torch.float64, f"{what}: dtype {out.dtype}, expected torch.float64"
     got, ref = out.detach().cpu(), ref.detach().double().cpu()
     bad = (~torch.isfinite(got)).sum().item()
-    assert bad == 0, f"{what}: {bad} of {got.numel()} elements are NaN/Inf (never written, or a stub?)"
+    assert bad == 0, f"{what}: {bad} of {got.numel()} elements are NaN/Inf (never written, a stub, or computed from a value no thread wrote, such as a __shared__ slot?)"
     if ref.numel() == 0:
         return
     scale = ref.abs().clamp(min=max(ref.abs().max().item() / 64, 1e-300))

@@ -154,7 +154,7 @@ def assert_close64(out: torch.Tensor, ref: torch.Tensor, what: str, tol: float =
     assert out.shape == ref.shape, f"{what}: shape {tuple(out.shape)}, expected {tuple(ref.shape)}"
     got, ref = out.detach().cpu(), ref.detach().cpu().double()
     bad = (~torch.isfinite(got)).sum().item()
-    assert bad == 0, f"{what}: {bad} of {got.numel()} elements are NaN/Inf (never written, or a stub?)"
+    assert bad == 0, f"{what}: {bad} of {got.numel()} elements are NaN/Inf (never written, a stub, or computed from a value no thread wrote, such as a __shared__ slot?)"
     if ref.numel() == 0:
         return
     scale = max(1.0, ref.abs().max().item())
@@ -926,7 +926,9 @@ def test_gather_same_bits_any_threads(up, shape, size, repeats, layout):
 EMULATED_SHAPES = [((1, 2, 5, 7), (9, 13)), ((2, 3, 4, 6), (8, 12)), ((1, 3, 9, 11), (4, 5)),
                    ((1, 1, 3, 40), (5, 80)), ((1, 2, 3, 4), (9, 32)), ((2, 2, 1, 1), (3, 2)),
                    ((1, 1, 2, 1), (5, 300)), ((1, 2, 33, 70), (40, 90)), ((1, 1, 2, 3), (150, 200)),
-                   ((1, 2, 2, 300), (3, 333))]  # wider than one block of 256 threads
+                   ((1, 2, 2, 300), (3, 333)),  # wider than one block of 256 threads
+                   # shrunk along W: more input columns than output columns, by more than a warp
+                   ((1, 2, 5, 70), (3, 20)), ((1, 1, 4, 300), (2, 40))]
 EMULATED_MODES = {"align_corners": 0, "half_pixel": 1, "tf_legacy": 2}
 
 

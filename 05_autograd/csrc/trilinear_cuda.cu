@@ -94,7 +94,7 @@ void trilinear_forward_cuda(const at::Tensor& feats, const at::Tensor& points, a
 // Every thread of the block calls it, valid or not, with its partial sums
 // (gx, gy, gz) over the features it handled; threads of rows past the last cube
 // (valid = false) bring zeros. The block is (blockDim.x, blockDim.y) with
-// blockDim.x a multiple of 32 and blockDim.x * blockDim.y = 256: row threadIdx.y
+// blockDim.x a multiple of 32 and blockDim.y = 256 / blockDim.x (at most 8 warps): row threadIdx.y
 // owns cube n. On return, grad_points[3 n + d] = 1/2 * (sum of the row's partials
 // for d), written once per valid cube, rounded to scalar_t once.
 template <typename scalar_t, typename opmath_t>

@@ -99,6 +99,7 @@ struct Fiber {
   // a warp operation: what this lane gives, where it reads, what it gets
   uint64_t give = 0, get = 0;
   int src = 0, op = 0;
+  unsigned mask = 0xffffffffu;  // the lanes the warp operation names
 };
 
 struct Fault {
@@ -297,12 +298,13 @@ inline std::string tid_text(const Fiber& f) {
 }
 
 // Warp operations: op 1 shuffle, 2 ballot, 3 syncwarp. src < 0: keep your own value.
-inline uint64_t warp_op(int op, uint64_t give, int src) {
+inline uint64_t warp_op(int op, uint64_t give, int src, unsigned mask) {
   Fiber& f = self();
   f.waiting = 2;
   f.op = op;
   f.give = give;
   f.src = src;
+  f.mask = mask;
   yield();
   return f.get;
 }
@@ -321,6 +323,34 @@ inline T from_bits(uint64_t b) {
   T v;
   memcpy(&v, &b, sizeof(T));
   return v;
+}
+
+// The mask of a *_sync warp operation names the lanes taking part (CUDA C++ Programming Guide,
+// warp shuffle and vote functions): each calling lane must be in it, they must all pass the same
+// one, and a shuffle must read from a lane in it; anything else is undefined on a GPU.
+inline void check_masks(int w0, int w1) {
+  State& s = st();
+  static const char* names[] = {"", "a __shfl*_sync", "a __ballot_sync/__any_sync/__all_sync", "a __syncwarp"};
+  const Fiber* first = nullptr;
+  for (int i = w0; i < w1; ++i) {
+    const Fiber& f = s.fibers[i];
+    if (f.done) continue;
+    auto fail = [&](const std::string& what) {
+      char m[16];
+      snprintf(m, sizeof(m), "0x%08x", f.mask);
+      throw std::runtime_error("warp error in " + s.kernel + ", block (" + std::to_string(s.bidx.x) + ", " +
+                               std::to_string(s.bidx.y) + ", " + std::to_string(s.bidx.z) + "), thread " +
+                               tid_text(f) + " (lane " + std::to_string(i - w0) + "): " + names[f.op] +
+                               " with mask " + m + " " + what + " (undefined on a GPU: the mask must name every "
+                               "lane that calls it and every lane it reads; 0xffffffff when the whole warp does)");
+    };
+    if (!(f.mask >> (i - w0) & 1u)) fail("leaves out its own lane");
+    if (first && (f.mask != first->mask || f.op != first->op)) {
+      fail("while lane " + std::to_string(first - &s.fibers[w0]) + " calls " + names[first->op] + " with another mask");
+    }
+    if (f.op == 1 && f.src >= 0 && !(f.mask >> f.src & 1u)) fail("reads lane " + std::to_string(f.src) + ", outside it");
+    if (!first) first = &f;
+  }
 }
 
 // Resolve the warps whose live lanes all wait at a warp operation, and the block
@@ -345,6 +375,7 @@ inline bool release() {
     // __syncthreads) shows.
     const int w0 = ready[std::uniform_int_distribution<size_t>(0, ready.size() - 1)(s.rng)];
     const int w1 = std::min(n, w0 + 32);
+    check_masks(w0, w1);
     uint64_t ballot = 0;
     for (int i = w0; i < w1; ++i) {
       const Fiber& f = s.fibers[i];
@@ -527,38 +558,37 @@ inline long long unwritten(const T* data, long long n, long long* first) {
 #define gridDim (::emu::st().grid)
 
 #define __syncthreads() ::emu::syncthreads(__LINE__)
-inline void __syncwarp(unsigned = 0xffffffffu) { ::emu::warp_op(3, 0, -1); }
+inline void __syncwarp(unsigned m = 0xffffffffu) { ::emu::warp_op(3, 0, -1, m); }
 
 template <typename T>
-inline T __shfl_sync(unsigned, T v, int src, int width = 32) {
+inline T __shfl_sync(unsigned m, T v, int src, int width = 32) {
   const int lane = ::emu::lane(), base = lane / width * width;
-  return ::emu::from_bits<T>(::emu::warp_op(1, ::emu::to_bits(v), base + ((src % width) + width) % width));
+  return ::emu::from_bits<T>(::emu::warp_op(1, ::emu::to_bits(v), base + ((src % width) + width) % width, m));
 }
 template <typename T>
-inline T __shfl_up_sync(unsigned, T v, unsigned delta, int width = 32) {
+inline T __shfl_up_sync(unsigned m, T v, unsigned delta, int width = 32) {
   const int lane = ::emu::lane(), base = lane / width * width;
   const int j = lane - static_cast<int>(delta);
-  return ::emu::from_bits<T>(::emu::warp_op(1, ::emu::to_bits(v), j >= base ? j : -1));
+  return ::emu::from_bits<T>(::emu::warp_op(1, ::emu::to_bits(v), j >= base ? j : -1, m));
 }
 template <typename T>
-inline T __shfl_down_sync(unsigned, T v, unsigned delta, int width = 32) {
+inline T __shfl_down_sync(unsigned m, T v, unsigned delta, int width = 32) {
   const int lane = ::emu::lane(), base = lane / width * width;
   const int j = lane + static_cast<int>(delta);
-  return ::emu::from_bits<T>(::emu::warp_op(1, ::emu::to_bits(v), j < base + width ? j : -1));
+  return ::emu::from_bits<T>(::emu::warp_op(1, ::emu::to_bits(v), j < base + width ? j : -1, m));
 }
 template <typename T>
-inline T __shfl_xor_sync(unsigned, T v, int mask, int width = 32) {
+inline T __shfl_xor_sync(unsigned m, T v, int mask, int width = 32) {
   const int lane = ::emu::lane(), base = lane / width * width;
   const int j = lane ^ mask;
-  return ::emu::from_bits<T>(::emu::warp_op(1, ::emu::to_bits(v), j >= base && j < base + width ? j : -1));
+  return ::emu::from_bits<T>(::emu::warp_op(1, ::emu::to_bits(v), j >= base && j < base + width ? j : -1, m));
 }
-inline unsigned __ballot_sync(unsigned, int pred) {
-  return static_cast<unsigned>(::emu::warp_op(2, pred ? 1 : 0, -1));
+inline unsigned __ballot_sync(unsigned m, int pred) {
+  return static_cast<unsigned>(::emu::warp_op(2, pred ? 1 : 0, -1, m));
 }
 inline int __any_sync(unsigned m, int pred) { return __ballot_sync(m, pred) != 0; }
 inline int __all_sync(unsigned m, int pred) {
-  (void)m;
-  const unsigned b = __ballot_sync(0xffffffffu, pred);
+  const unsigned b = __ballot_sync(m, pred);
   unsigned live = 0;
   auto& s = ::emu::st();
   const int w0 = s.cur->linear / 32 * 32;

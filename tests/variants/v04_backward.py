@@ -196,6 +196,12 @@ VARIANTS = [
             "\n  for (int offset = 16; offset > 0; offset /= 2) {", "\n  for (int offset = 16; offset > 16; offset /= 2) {", cuda_only=True),
     Variant("shuffle-stops-at-2", "the shuffles stop at offset 2: lane 0 misses lane 1's terms", "csrc/trilinear_cuda.cu",
             "\n  for (int offset = 16; offset > 0; offset /= 2) {", "\n  for (int offset = 16; offset > 1; offset /= 2) {", cuda_only=True),
+    Variant("shuffle-half-mask", "the shuffles name only lanes 0-15 in their mask while all 32 lanes call them "
+            "(undefined on a GPU)", "csrc/trilinear_cuda.cu",
+            "    gx += __shfl_down_sync(0xffffffffu, gx, offset);\n    gy += __shfl_down_sync(0xffffffffu, gy, offset);\n"
+            "    gz += __shfl_down_sync(0xffffffffu, gz, offset);\n  }\n  // 2. Row",
+            "    gx += __shfl_down_sync(0x0000ffffu, gx, offset);\n    gy += __shfl_down_sync(0x0000ffffu, gy, offset);\n"
+            "    gz += __shfl_down_sync(0x0000ffffu, gz, offset);\n  }\n  // 2. Row", cuda_only=True),
     Variant("reduction-no-syncthreads", "reads the other warps' partials without waiting at __syncthreads()",
             "csrc/trilinear_cuda.cu", "  __syncthreads();\n  if (valid && threadIdx.x == 0) {",
             "  if (valid && threadIdx.x == 0) {", cuda_only=True),

@@ -90,6 +90,10 @@ VARIANTS = [
             "csrc/upsample_cpu.cpp", "cache.get(p * g.H_out + dh, dh % slots,", "cache.get(dh, dh % slots,"),
 
     # --- gather-cuda (csrc/gather_plain.cu: gather_plain_kernel's body, launch_gather_plain's grid) -
+    Variant("cuda-gather-launch-on-output", "sizes the launch on grad_out (W_out, H_out): the grid-stride loop "
+            "over rows hides it along H, but input columns past the output's width get no thread",
+            "csrc/gather_plain.cu", "launch_for(g.W_in, g.H_in, g.planes, 1)", "launch_for(g.W_out, g.H_out, g.planes, 1)",
+            cuda_only=True),
     Variant("plain-gather-row-end-inclusive", "runs the row loop to rows.end[h] inclusive: one grad_out row too "
             "many (weight 0, but 0 * inf is NaN; past the last row of the last plane it reads past the tensor)",
             "csrc/gather_plain.cu", "dh < rows.end[h]; ++dh) {", "dh <= rows.end[h]; ++dh) {", cuda_only=True),
