@@ -14,6 +14,13 @@ at::Tensor forward(const at::Tensor& feats, const at::Tensor& points, bool at_en
   return out.clone();
 }
 
+// The last launch's grid and block: (grid.x, grid.y, grid.z, block.x, block.y, block.z).
+std::vector<int64_t> last_launch() {
+  const auto& s = emu::st();
+  return {s.grid.x, s.grid.y, s.grid.z, s.block.x, s.block.y, s.block.z};
+}
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("forward", &forward, "trilinear forward, CUDA code emulated on the CPU");
+  m.def("last_launch", &last_launch, "the last launch's grid and block");
 }

@@ -215,6 +215,13 @@ VARIANTS += [
     Variant("launch-blocks-one-cube-per-thread", "counts the blocks as if each thread took one cube, "
             "ceil(N / 256): a block takes only ty cubes, so the last cubes get no block", CU,
             "const int64_t blocks = (N + ty - 1) / ty;", "const int64_t blocks = (N + 255) / 256;", cuda_only=True),
+    Variant("launch-block-swapped", "block (ty, tx): the right values, but f along threadIdx.y, so a warp reads "
+            "features of different cubes (uncoalesced)", CU,
+            "const dim3 block(tx, ty);", "const dim3 block(ty, tx);", cuda_only=True),
+    Variant("launch-tx-in-warps", "tx counts warps, not threads ((F + 31) / 32): every f still covered by the "
+            "loop, by rows of 1 to 8 threads", CU,
+            "const int tx = static_cast<int>(std::min<int64_t>(256, (F + 31) / 32 * 32));",
+            "const int tx = static_cast<int>(std::min<int64_t>(256, (F + 31) / 32));", cuda_only=True),
     Variant("launch-cap-before-rounding", "caps F at 256 first, then rounds up to a warp: the same tx, "
             "since 256 is a multiple of 32", CU,
             "const int tx = static_cast<int>(std::min<int64_t>(256, (F + 31) / 32 * 32));",
