@@ -346,7 +346,9 @@ inline void check_masks(int w0, int w1) {
     };
     if (!(f.mask >> (i - w0) & 1u)) fail("leaves out its own lane");
     if (first && (f.mask != first->mask || f.op != first->op)) {
-      fail("while lane " + std::to_string(first - &s.fibers[w0]) + " calls " + names[first->op] + " with another mask");
+      char m[16];
+      snprintf(m, sizeof(m), "0x%08x", first->mask);
+      fail("while lane " + std::to_string(first - &s.fibers[w0]) + " calls " + names[first->op] + " with mask " + m);
     }
     if (f.op == 1 && f.src >= 0 && !(f.mask >> f.src & 1u)) fail("reads lane " + std::to_string(f.src) + ", outside it");
     if (!first) first = &f;
