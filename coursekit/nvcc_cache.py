@@ -4,7 +4,7 @@ The self-check builds a chapter once per wrong variant, in a folder per part, an
 changes one file: every other file compiles to the same object. With COURSE_NVCC_CACHE=DIR,
 coursekit.build points torch's ninja rule at this wrapper (torch reads PYTORCH_NVCC):
 
-    python -m coursekit.nvcc_cache NVCC [nvcc arguments...]
+    python coursekit/nvcc_cache.py NVCC [nvcc arguments...]
 
 It keys an object on nvcc's arguments (with the chapter folder's path taken out), the source
 file and every header it includes from its own folder, recursively; a hit copies the object

@@ -196,8 +196,9 @@ def test_forward_cuda_emulated(emulated, dtype, N, F):
 @pytest.mark.parametrize("N, F", [(5, 1), (5, 40), (9, 100), (3, 256), (2, 600)])
 def test_forward_cuda_launch_is_the_design(emulated, N, F):
     """The launch puts f on threadIdx.x in whole warps (a warp's 32 threads read 32 neighbouring
-    features of one cube: coalesced) and the cubes on threadIdx.y: right values from another mapping (f on threadIdx.y, or a row of fewer than 32 threads) read memory
-    the way this chapter teaches to avoid."""
+    features of one cube: coalesced) and the cubes on threadIdx.y: right values from another
+    mapping (f on threadIdx.y, or a row of fewer than 32 threads) read memory the way this
+    chapter teaches to avoid."""
     feats, points = inputs(N, F, dtype=torch.float32)
     emulated.forward(feats, points, True, 1)
     _, _, _, bx, by, bz = emulated.last_launch()

@@ -18,7 +18,7 @@ import torch.nn.functional as Fn
 
 from coursekit import ROOT
 from coursekit.build import load_python
-from coursekit.testing import (TOLERANCE, assert_bitwise, assert_close, assert_float64, assert_memcheck_clean,
+from coursekit.testing import (TOLERANCE, assert_bitwise, assert_close, assert_finite, assert_float64, assert_memcheck_clean,
                                assert_property, assert_rounded, expect_error, memcheck_script, mismatch, poisoned_empty,
                                ulp_of)
 
@@ -203,8 +203,7 @@ GELU32_ULPS = 16
 def assert_gelu_float32(out, x, ref64, scale, what):
     assert out.dtype == torch.float32, f"{what}: dtype {out.dtype}, expected torch.float32"
     got, ref = out.detach().double().cpu().flatten(), ref64.detach().double().cpu().flatten()
-    bad = (~torch.isfinite(got)).sum().item()
-    assert bad == 0, f"{what}: {bad} of {out.numel()} elements are NaN/Inf (never written, a stub, or computed from a value no thread wrote, such as a __shared__ slot?)"
+    assert_finite(got, what)
     scale = torch.as_tensor(scale, dtype=torch.float64).flatten()
     unit = ulp_of(torch.maximum(ref.abs(), scale), torch.float32)
     if ((got - ref).abs() > GELU32_ULPS * unit).any():

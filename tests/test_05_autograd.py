@@ -13,7 +13,7 @@ import torch.nn.functional as Fn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from coursekit import ROOT, build
-from coursekit.testing import (assert_bitwise, assert_close, assert_mask, assert_property, assert_rounded, expect_error,
+from coursekit.testing import (assert_bitwise, assert_close, assert_finite, assert_mask, assert_property, assert_rounded, expect_error,
                                mismatch, poisoned_empty)
 
 CHAPTER = "05"
@@ -74,8 +74,7 @@ def assert_f64(out, ref, what="output", rtol=1e-12):
     assert out.shape == ref.shape, f"{what}: shape {tuple(out.shape)}, expected {tuple(ref.shape)}"
     assert out.dtype == torch.float64, f"{what}: dtype {out.dtype}, expected torch.float64"
     got, ref = out.detach().cpu(), ref.detach().double().cpu()
-    bad = (~torch.isfinite(got)).sum().item()
-    assert bad == 0, f"{what}: {bad} of {got.numel()} elements are NaN/Inf (never written, a stub, or computed from a value no thread wrote, such as a __shared__ slot?)"
+    assert_finite(got, what)
     if ref.numel() == 0:
         return
     scale = ref.abs().clamp(min=max(ref.abs().max().item() / 64, 1e-300))

@@ -32,6 +32,7 @@ from coursekit import build
 from coursekit.testing import (
     TOLERANCE,
     assert_bitwise,
+    assert_finite,
     assert_memcheck_clean,
     memcheck_script,
     mismatch,
@@ -153,8 +154,7 @@ def assert_close64(out: torch.Tensor, ref: torch.Tensor, what: str, tol: float =
     assert out.dtype == torch.float64, f"{what}: dtype {out.dtype}, expected torch.float64"
     assert out.shape == ref.shape, f"{what}: shape {tuple(out.shape)}, expected {tuple(ref.shape)}"
     got, ref = out.detach().cpu(), ref.detach().cpu().double()
-    bad = (~torch.isfinite(got)).sum().item()
-    assert bad == 0, f"{what}: {bad} of {got.numel()} elements are NaN/Inf (never written, a stub, or computed from a value no thread wrote, such as a __shared__ slot?)"
+    assert_finite(got, what)
     if ref.numel() == 0:
         return
     scale = max(1.0, ref.abs().max().item())

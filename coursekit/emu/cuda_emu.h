@@ -38,12 +38,12 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <type_traits>
 #include <cstring>
 #include <functional>
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #define __global__
@@ -331,24 +331,26 @@ inline T from_bits(uint64_t b) {
 inline void check_masks(int w0, int w1) {
   State& s = st();
   static const char* names[] = {"", "a __shfl*_sync", "a __ballot_sync/__any_sync/__all_sync", "a __syncwarp"};
+  auto hex = [](unsigned mask) {
+    char m[16];
+    snprintf(m, sizeof(m), "0x%08x", mask);
+    return std::string(m);
+  };
   const Fiber* first = nullptr;
   for (int i = w0; i < w1; ++i) {
     const Fiber& f = s.fibers[i];
     if (f.done) continue;
     auto fail = [&](const std::string& what) {
-      char m[16];
-      snprintf(m, sizeof(m), "0x%08x", f.mask);
       throw std::runtime_error("warp error in " + s.kernel + ", block (" + std::to_string(s.bidx.x) + ", " +
                                std::to_string(s.bidx.y) + ", " + std::to_string(s.bidx.z) + "), thread " +
                                tid_text(f) + " (lane " + std::to_string(i - w0) + "): " + names[f.op] +
-                               " with mask " + m + " " + what + " (undefined on a GPU: the mask must name every "
+                               " with mask " + hex(f.mask) + " " + what + " (undefined on a GPU: the mask must name every "
                                "lane that calls it and every lane it reads; 0xffffffff when the whole warp does)");
     };
     if (!(f.mask >> (i - w0) & 1u)) fail("leaves out its own lane");
     if (first && (f.mask != first->mask || f.op != first->op)) {
-      char m[16];
-      snprintf(m, sizeof(m), "0x%08x", first->mask);
-      fail("while lane " + std::to_string(first - &s.fibers[w0]) + " calls " + names[first->op] + " with mask " + m);
+      fail("while lane " + std::to_string(first - &s.fibers[w0]) + " calls " + names[first->op] + " with mask " +
+           hex(first->mask));
     }
     if (f.op == 1 && f.src >= 0 && !(f.mask >> f.src & 1u)) fail("reads lane " + std::to_string(f.src) + ", outside it");
     if (!first) first = &f;
