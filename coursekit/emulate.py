@@ -199,7 +199,10 @@ def build(number: str, source: str | Path | None = None) -> ModuleType:
     sources += [str(EMU / b) for b in spec["bindings"]]
     return cpp.load(name=f"emu{number.replace('-', '_')}_{tag}", sources=sources, build_directory=str(out),
                     extra_include_paths=[str(staged), str(EMU)],
-                    extra_cflags=["-O0", "-DCOURSE_EMULATE", "-Wno-unused-variable"],
-                    # Its calls between its own functions stay inside it: the chapter's real CUDA build,
-                    # loaded in the same process, defines the same names (upsample_forward_cuda, ...).
-                    extra_ldflags=["-Wl,-Bsymbolic"], verbose=False)
+                    # Hidden: its calls between its own functions stay inside it, since the chapter's
+                    # real CUDA build, loaded in the same process, defines the same names
+                    # (upsample_forward_cuda, ...). Not -Bsymbolic: that would also bind the C++
+                    # library's template statics it instantiates (a locale facet's id) to its own
+                    # copies, and a stream's output then crashes.
+                    extra_cflags=["-O0", "-DCOURSE_EMULATE", "-Wno-unused-variable", "-fvisibility=hidden"],
+                    verbose=False)

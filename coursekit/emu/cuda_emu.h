@@ -27,6 +27,7 @@
 // What it does not: speed, caches, coalescing, the real memory model's subtleties.
 // A GPU run adds those. Atomics are plain read-modify-writes (threads take turns
 // only at barriers and shuffles, so they cannot interleave).
+#include <execinfo.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -186,14 +187,23 @@ inline void on_segv(int sig, siginfo_t* info, void* uc) {
                                    "the end of a table, or computed from garbage?), in " + where();
     siglongjmp(s.escape, 1);
   }
-  // Not ours: hand the signal back to whoever had it (Python's faulthandler prints the Python
-  // stack, then the process crashes as usual); the instruction runs again and faults again.
+  // Not ours: say where it happened (the native stack, which Python's faulthandler does not
+  // show), hand the signal back to whoever had it (faulthandler prints the Python stack, then the
+  // process crashes as usual); the instruction runs again and faults again.
+  char line[160];
+  const int len = snprintf(line, sizeof line, "emulator: signal %d at address %p, %s; native stack:\n", sig,
+                           info->si_addr, s.cur ? "in a kernel's thread" : "outside every kernel's thread");
+  if (len > 0) (void)!write(2, line, static_cast<size_t>(len));
+  void* frames[64];
+  backtrace_symbols_fd(frames, backtrace(frames, 64), 2);
   sigaction(sig, &s.previous[sig == SIGSEGV ? 0 : sig == SIGBUS ? 1 : 2], nullptr);
 }
 
 inline void install_handler() {
   State& s = st();
   if (s.handler) return;
+  void* warm[1];
+  backtrace(warm, 1);  // loads the unwinder now, not first inside a signal handler
   struct sigaction sa;
   memset(&sa, 0, sizeof(sa));
   sa.sa_sigaction = on_segv;
