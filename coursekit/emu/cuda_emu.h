@@ -23,7 +23,12 @@
 //   - tensors the judge hands to a kernel live in guard-paged buffers (guarded_alloc):
 //     a read or write past either end stops being silent and names the kernel, the
 //     block, the thread and the offset. Outputs start poisoned (every byte 0xFF), so
-//     an element no thread wrote is found.
+//     an element no thread wrote is found;
+//   - (x86-64) during a launch every tensor's pages are read-only: each plain store
+//     faults once, the judge notes the thread that wrote the element and lets the store
+//     through. An element written by two threads (not by atomics) is an error naming both:
+//     a race on a GPU, or a loop whose step is too short, which a GPU hides (right values,
+//     more work) and only the time of a large case shows.
 // What it does not: speed, caches, coalescing, the real memory model's subtleties.
 // A GPU run adds those. Atomics are plain read-modify-writes (threads take turns
 // only at barriers and shuffles, so they cannot interleave).
@@ -114,6 +119,8 @@ struct Guarded {
   char* data;
   size_t nbytes, elem;
   std::string name;
+  bool shared = false;              // a __shared__ array (not watched: its threads share it)
+  std::vector<long long> owner;     // during a launch: the thread that wrote each element (-1: none)
 };
 
 struct State {
@@ -134,6 +141,13 @@ struct State {
   sigjmp_buf escape;  // a fault outside every guarded buffer ends the launch here
   bool armed = false;
   std::vector<std::pair<void*, size_t>> shared;  // the __shared__ variables made (shared_alloc)
+  // Ownership (x86-64): during a launch every tensor's pages are read-only; a write faults,
+  // on_segv notes which thread wrote the element, opens the page and sets the trap flag, and
+  // after that one instruction on_trap closes the page again.
+  bool watching = false;
+  int in_atomic = 0;           // inside an atomic operation: not a plain store
+  std::vector<char*> reopen;   // pages to close again after the current instruction
+  struct sigaction previous_trap;
 };
 
 inline State& st() {
@@ -142,6 +156,21 @@ inline State& st() {
 }
 
 constexpr size_t kStack = 256 * 1024;
+
+// A thread of the launch as one number (block, then thread, in linear order), and back.
+inline long long thread_number() {
+  const State& s = st();
+  const long long block = (static_cast<long long>(s.bidx.z) * s.grid.y + s.bidx.y) * s.grid.x + s.bidx.x;
+  return block * s.n + s.cur->linear;
+}
+inline std::string thread_text(long long number) {
+  const State& s = st();
+  const long long block = number / s.n, t = number % s.n;
+  auto three = [](long long i, long long x, long long y) {
+    return "(" + std::to_string(i % x) + ", " + std::to_string(i / x % y) + ", " + std::to_string(i / (x * y)) + ")";
+  };
+  return "thread " + three(t, s.block.x, s.block.y) + " of block " + three(block, s.grid.x, s.grid.y);
+}
 
 inline std::string where() {
   const State& s = st();
@@ -161,13 +190,33 @@ inline void on_segv(int sig, siginfo_t* info, void* uc) {
   State& s = st();
   char* a = static_cast<char*>(info->si_addr);
   const long page = sysconf(_SC_PAGESIZE);
-  for (const Guarded& b : s.buffers) {
+  for (Guarded& b : s.buffers) {
     if (a >= b.map && a < b.map + b.map_len) {
-      if (!s.fault.set) {
-        bool write = false;
+      bool write = false;
 #if defined(__x86_64__)
-        write = (static_cast<ucontext_t*>(uc)->uc_mcontext.gregs[REG_ERR] & 2) != 0;
+      write = (static_cast<ucontext_t*>(uc)->uc_mcontext.gregs[REG_ERR] & 2) != 0;
+      if (s.watching && write && !b.shared && s.cur && a >= b.data && a < b.data + b.nbytes) {
+        // a write inside the tensor: note its thread, let this one instruction write, close the page after it
+        const size_t i = static_cast<size_t>(a - b.data) / b.elem;
+        if (!s.in_atomic && i < b.owner.size()) {
+          const long long me = thread_number();
+          if (b.owner[i] >= 0 && b.owner[i] != me && !s.fault.set) {
+            s.fault.set = true;
+            s.fault.what = "two threads write " + b.name + " element " + std::to_string(i) + ": " +
+                           thread_text(b.owner[i]) + ", then " + thread_text(me) + ", in kernel " + s.kernel +
+                           " (an element has one owner: does a loop step by blockDim where it should step by "
+                           "gridDim * blockDim, or do two threads compute the same index?)";
+          }
+          b.owner[i] = me;
+        }
+        char* p = reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(a) & ~static_cast<uintptr_t>(page - 1));
+        mprotect(p, page, PROT_READ | PROT_WRITE);
+        s.reopen.push_back(p);
+        static_cast<ucontext_t*>(uc)->uc_mcontext.gregs[REG_EFL] |= 0x100;  // trap after this instruction
+        return;
+      }
 #endif
+      if (!s.fault.set) {
         const long long off = static_cast<long long>((a - b.data) / static_cast<long long>(b.elem));
         const long long n = static_cast<long long>(b.nbytes / b.elem);
         s.fault.set = true;
@@ -199,6 +248,39 @@ inline void on_segv(int sig, siginfo_t* info, void* uc) {
   sigaction(sig, &s.previous[sig == SIGSEGV ? 0 : sig == SIGBUS ? 1 : 2], nullptr);
 }
 
+// The instruction after a watched write: close the pages it opened (see State::watching).
+inline void on_trap(int sig, siginfo_t*, void* uc) {
+  State& s = st();
+  if (s.reopen.empty()) {  // not ours (a debugger's breakpoint?): as if we were not here
+    sigaction(SIGTRAP, &s.previous_trap, nullptr);
+    raise(sig);
+    return;
+  }
+  const long page = sysconf(_SC_PAGESIZE);
+  for (char* p : s.reopen) mprotect(p, page, s.watching ? PROT_READ : PROT_READ | PROT_WRITE);
+  s.reopen.clear();
+#if defined(__x86_64__)
+  static_cast<ucontext_t*>(uc)->uc_mcontext.gregs[REG_EFL] &= ~0x100;
+#endif
+}
+
+// A launch's start and end: every tensor's pages read-only (writes noted, see on_segv), and back.
+inline void watch(bool on) {
+#if defined(__x86_64__)
+  State& s = st();
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  for (Guarded& b : s.buffers) {
+    if (b.shared) continue;
+    if (on) b.owner.assign(b.nbytes / b.elem, -1);
+    else std::vector<long long>().swap(b.owner);
+    mprotect(b.map + page, b.map_len - 2 * page, on ? PROT_READ : PROT_READ | PROT_WRITE);
+  }
+  s.watching = on;
+#else
+  (void)on;
+#endif
+}
+
 inline void install_handler() {
   State& s = st();
   if (s.handler) return;
@@ -211,6 +293,11 @@ inline void install_handler() {
   sigaction(SIGSEGV, &sa, &s.previous[0]);
   sigaction(SIGBUS, &sa, &s.previous[1]);
   sigaction(SIGFPE, &sa, &s.previous[2]);
+  struct sigaction trap;
+  memset(&trap, 0, sizeof(trap));
+  trap.sa_sigaction = on_trap;
+  trap.sa_flags = SA_SIGINFO | SA_NODEFER;
+  sigaction(SIGTRAP, &trap, &s.previous_trap);
   s.handler = true;
 }
 
@@ -228,7 +315,7 @@ inline void* guarded_alloc(size_t nbytes, size_t elem, bool at_end, const std::s
   mprotect(map + page, body, PROT_READ | PROT_WRITE);
   char* data = at_end ? map + page + body - nbytes : map + page;
   memset(map + page, 0xFF, body);
-  st().buffers.push_back({map, len, data, nbytes, elem, name});
+  st().buffers.push_back({map, len, data, nbytes, elem, name, false, {}});
   return data;
 }
 
@@ -299,6 +386,7 @@ inline void poison_shared() {
 inline void* shared_alloc(size_t n, size_t align, size_t elem, const char* name) {
   const size_t padded = (n + align - 1) / align * align;  // its end on the page's end, its start aligned
   void* p = guarded_alloc(padded, elem, true, std::string("__shared__ ") + name);
+  st().buffers.back().shared = true;
   st().shared.emplace_back(p, padded);
   return p;
 }
@@ -469,7 +557,10 @@ inline void check_config(const Config& c, const std::string& kernel) {
 // Runs body() as every thread of every block of the launch.
 inline void launch(const char* kernel, const Config& c, const std::function<void()>& body) {
   struct Disarm {
-    ~Disarm() { st().armed = false; }
+    ~Disarm() {
+      st().armed = false;
+      watch(false);
+    }
   } disarm;
   State& s = st();
   check_config(c, kernel);
@@ -499,6 +590,7 @@ inline void launch(const char* kernel, const Config& c, const std::function<void
     throw std::runtime_error((what.rfind("an integer division", 0) == 0 ? "arithmetic error: " : "invalid memory access: ") + what);
   }
   s.armed = true;
+  watch(true);
   for (unsigned bz = 0; bz < c.grid.z; ++bz) {
     for (unsigned by = 0; by < c.grid.y; ++by) {
       for (unsigned bx = 0; bx < c.grid.x; ++bx) {
@@ -538,7 +630,7 @@ inline void launch(const char* kernel, const Config& c, const std::function<void
           const std::string what = s.fault.what;
           s.fault = Fault{};
           s.armed = false;
-          throw std::runtime_error("out-of-bounds access: " + what);
+          throw std::runtime_error((what.rfind("two threads", 0) == 0 ? "a race: " : "out-of-bounds access: ") + what);
         }
       }
     }
@@ -612,8 +704,17 @@ inline int __all_sync(unsigned m, int pred) {
   return (b & live) == live;
 }
 
+// An atomic operation's store is not a plain one: two threads may both add to an element.
+namespace emu {
+struct AtomicScope {
+  AtomicScope() { ++st().in_atomic; }
+  ~AtomicScope() { --st().in_atomic; }
+};
+}  // namespace emu
+
 template <typename T, typename U>
 inline T atomicAdd(T* p, U v) {
+  ::emu::AtomicScope atomic_scope;
   const T old = *p;
   *p = static_cast<T>(old + v);
   return old;
@@ -659,12 +760,12 @@ inline int __ffs(int x) { return __builtin_ffs(x); }
 inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz(static_cast<unsigned>(x)); }
 
 template <typename T>
-inline T atomicSub(T* p, T v) { const T old = *p; *p = old - v; return old; }
+inline T atomicSub(T* p, T v) { ::emu::AtomicScope atomic_scope; const T old = *p; *p = old - v; return old; }
 template <typename T>
-inline T atomicMax(T* p, T v) { const T old = *p; *p = old < v ? v : old; return old; }
+inline T atomicMax(T* p, T v) { ::emu::AtomicScope atomic_scope; const T old = *p; *p = old < v ? v : old; return old; }
 template <typename T>
-inline T atomicMin(T* p, T v) { const T old = *p; *p = v < old ? v : old; return old; }
+inline T atomicMin(T* p, T v) { ::emu::AtomicScope atomic_scope; const T old = *p; *p = v < old ? v : old; return old; }
 template <typename T>
-inline T atomicExch(T* p, T v) { const T old = *p; *p = v; return old; }
+inline T atomicExch(T* p, T v) { ::emu::AtomicScope atomic_scope; const T old = *p; *p = v; return old; }
 template <typename T>
-inline T atomicCAS(T* p, T compare, T v) { const T old = *p; if (old == compare) *p = v; return old; }
+inline T atomicCAS(T* p, T compare, T v) { ::emu::AtomicScope atomic_scope; const T old = *p; if (old == compare) *p = v; return old; }

@@ -94,6 +94,14 @@ VARIANTS = [
             "over rows hides it along H, but input columns past the output's width get no thread",
             "csrc/gather_plain.cu", "launch_for(g.W_in, g.H_in, g.planes, 1)", "launch_for(g.W_out, g.H_out, g.planes, 1)",
             cuda_only=True),
+    Variant("plain-gather-rows-step-block", "steps the grid-stride loop over rows by blockDim.y instead of "
+            "gridDim.y * blockDim.y: every value right, but each block also does the rows of the blocks after it "
+            "(the same elements written by several threads, the work quadratic in H)",
+            "csrc/gather_plain.cu", "h += static_cast<int64_t>(gridDim.y) * blockDim.y) {",
+            "h += blockDim.y) {", cuda_only=True),
+    Variant("plain-gather-planes-step-one", "steps the loop over planes by 1 instead of gridDim.z: right values, "
+            "every block of a column of z redoes the planes after its own",
+            "csrc/gather_plain.cu", "p < planes; p += gridDim.z) {", "p < planes; ++p) {", cuda_only=True),
     Variant("plain-gather-row-end-inclusive", "runs the row loop to rows.end[h] inclusive: one grad_out row too "
             "many (weight 0, but 0 * inf is NaN; past the last row of the last plane it reads past the tensor)",
             "csrc/gather_plain.cu", "dh < rows.end[h]; ++dh) {", "dh <= rows.end[h]; ++dh) {", cuda_only=True),
