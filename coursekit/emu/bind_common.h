@@ -28,6 +28,15 @@ inline at::Tensor guarded_empty(at::IntArrayRef sizes, const at::TensorOptions& 
   return torch::from_blob(p, sizes, [](void* q) { guarded_free(q); }, options);
 }
 
+// A zero tensor of `sizes` in reserved memory (sparse_alloc): only the pages written take memory.
+inline at::Tensor sparse_zeros(at::IntArrayRef sizes, const at::TensorOptions& options, const std::string& name) {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  const size_t elem = c10::elementSize(c10::typeMetaToScalarType(options.dtype()));
+  void* p = sparse_alloc(static_cast<size_t>(n) * elem, elem, name);
+  return torch::from_blob(p, sizes, [](void* q) { guarded_free(q); }, options);
+}
+
 // Throws when some element of out still holds the poison: no thread wrote it.
 inline void check_written(const at::Tensor& out, const std::string& name, const std::string& axes) {
   long long first = -1, count = 0;
