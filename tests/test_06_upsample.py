@@ -961,6 +961,28 @@ def test_gather_plain_emulated(emulated, dtype, shape, size, mode):
 
 @pytest.mark.exercise("gather-cuda")
 @pytest.mark.parametrize("mode", MODES)
+def test_gather_plain_more_than_2_31_elements_emulated(emulated, mode):
+    """The plain gather through the GPU-free judge on 65535 planes whose grad_out and grad_in both hold
+    more than 2^31 elements (float16, in reserved memory: only the pages written take memory), zero
+    but the last plane; of the launch only the first block and the last plane's blocks run. A 32-bit
+    offset (into grad_out's plane, or grad_in's element) wraps there."""
+    planes, in_hw, out_hw = 65535, (128, 257), (96, 384)
+    assert planes * in_hw[0] * in_hw[1] > 2**31 and planes * out_hw[0] * out_hw[1] > 2**31
+    torch.manual_seed(0)
+    last = torch.randn((1, 1) + out_hw, dtype=torch.float16)
+    try:
+        got = emulated.gather_plain_last_plane(last, planes, list(in_hw), EMULATED_MODES[mode], 1)
+    except RuntimeError as e:
+        if "cannot reserve" in str(e):
+            pytest.skip(f"this machine does not lend the address space (9 GiB): {e}")
+        raise
+    check(got[None], ref_backward(last, in_hw, mode),
+          f"{mode} plain gather (emulated), the last of {planes} planes {list(out_hw)} -> {list(in_hw)} (more than "
+          "2^31 elements in grad_out and in grad_in: are the offsets 64-bit?)")
+
+
+@pytest.mark.exercise("gather-cuda")
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("half", HALF_TYPES, ids=HALF_IDS)
 def test_gather_plain_emulated_sums(emulated, half, mode):
     for shape, size in SUM_SHAPES + ROUNDING_SHAPES:

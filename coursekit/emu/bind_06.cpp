@@ -23,6 +23,30 @@ at::Tensor gather_plain(const at::Tensor& grad_out, std::vector<int64_t> input_s
   return grad_in.clone();
 }
 
+// grad_out (1, planes, H_out, W_out) and grad_in (1, planes, H_in, W_in) in reserved memory (each may
+// hold more than 2^31 elements), zero but the last plane of grad_out (`last`); the launch runs its
+// first block and its last z slice (the last planes). Returns grad_in's last plane.
+at::Tensor gather_plain_last_plane(const at::Tensor& last, int64_t planes, std::vector<int64_t> input_size, int64_t mode,
+                                   int64_t seed) {
+  emu::st().rng.seed(static_cast<unsigned>(seed));
+  const int64_t H_out = last.size(-2), W_out = last.size(-1);
+  at::Tensor g = emu::sparse_zeros({1, planes, H_out, W_out}, last.options(), "grad_out");
+  at::Tensor grad_in = emu::sparse_zeros({1, planes, input_size[0], input_size[1]}, last.options(), "grad_in");
+  g.select(1, planes - 1).copy_(last.reshape({H_out, W_out}));
+  at::Tensor tail = grad_in.select(1, planes - 1);
+  memset(tail.data_ptr(), 0xFF, static_cast<size_t>(tail.numel()) * tail.element_size());  // the poison
+  {
+    emu::SampledLaunch sampled(0, true);
+    emu06_gather_plain(torch::aot_inductor::new_tensor_handle(at::Tensor(g)),
+                       torch::aot_inductor::new_tensor_handle(at::Tensor(grad_in)), input_size[0], input_size[1], mode,
+                       NAN, NAN);
+  }
+  emu::check_written(tail, "grad_in's last plane", "(h, w)");
+  return tail.clone();
+}
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("gather_plain_last_plane", &gather_plain_last_plane,
+        "the plain CUDA gather on planes of more than 2^31 elements in all, the last plane only, emulated");
   m.def("gather_plain", &gather_plain, "the plain CUDA gather, emulated on the CPU");
 }

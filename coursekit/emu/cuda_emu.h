@@ -28,7 +28,10 @@
 //     faults once, the judge notes the thread that wrote the element and lets the store
 //     through. An element written by two threads (not by atomics) is an error naming both:
 //     a race on a GPU, or a loop whose step is too short, which a GPU hides (right values,
-//     more work) and only the time of a large case shows.
+//     more work) and only the time of a large case shows;
+//   - a tensor of more than 2^31 elements can be reserved without being filled (sparse_alloc),
+//     and a launch sampled (SampledLaunch: its first block and its last ones), so that the
+//     blocks where a 32-bit offset wraps run on a laptop.
 // What it does not: speed, caches, coalescing, the real memory model's subtleties.
 // A GPU run adds those. Atomics are plain read-modify-writes (threads take turns
 // only at barriers and shuffles, so they cannot interleave).
@@ -149,8 +152,10 @@ struct State {
   int in_atomic = 0;           // inside an atomic operation: not a plain store
   std::vector<char*> reopen;   // pages to close again after the current instruction
   struct sigaction previous_trap;
-  // > 0: a launch runs only its first block and its last `sampled` blocks (SampledLaunch)
+  // A sampled launch (SampledLaunch) runs its first block and its last `sampled` blocks (> 0),
+  // or its first block and every block of its last z slice (sampled_z).
   long long sampled = 0;
+  bool sampled_z = false;
 };
 
 inline State& st() {
@@ -343,11 +348,18 @@ inline void* sparse_alloc(size_t nbytes, size_t elem, const std::string& name) {
   return data;
 }
 
-// While one lives, a launch runs its first block and its last `blocks` blocks only: a grid
-// over a tensor of more than 2^31 elements, whose last blocks are where 32-bit offsets wrap.
+// While one lives, a launch runs its first block and its last `blocks` blocks only (last_z: every
+// block of its last z slice, the last planes): a grid over a tensor of more than 2^31 elements,
+// whose last blocks are where 32-bit offsets wrap.
 struct SampledLaunch {
-  explicit SampledLaunch(long long blocks) { st().sampled = blocks; }
-  ~SampledLaunch() { st().sampled = 0; }
+  explicit SampledLaunch(long long blocks, bool last_z = false) {
+    st().sampled = blocks;
+    st().sampled_z = last_z;
+  }
+  ~SampledLaunch() {
+    st().sampled = 0;
+    st().sampled_z = false;
+  }
 };
 
 inline void guarded_free(void* data) {
@@ -630,6 +642,7 @@ inline void launch(const char* kernel, const Config& c, const std::function<void
           const long long total = static_cast<long long>(c.grid.x) * c.grid.y * c.grid.z;
           if (linear != 0 && linear < total - s.sampled) continue;
         }
+        if (s.sampled_z && (bx | by | bz) != 0 && bz + 1 != c.grid.z) continue;
         s.bidx = {bx, by, bz};
         poison_shared();
         for (int i = 0; i < n; ++i) {

@@ -94,6 +94,16 @@ VARIANTS = [
             "over rows hides it along H, but input columns past the output's width get no thread",
             "csrc/gather_plain.cu", "launch_for(g.W_in, g.H_in, g.planes, 1)", "launch_for(g.W_out, g.H_out, g.planes, 1)",
             cuda_only=True),
+    Variant("plain-gather-int32-store-index", "stores into grad_in at a 32-bit index: right until grad_in holds "
+            "more than 2^31 elements",
+            "csrc/gather_plain.cu", "grad_in[(p * rows.in + h) * cols.in + w] = static_cast<scalar_t>(acc);",
+            "const int i = (p * rows.in + h) * cols.in + w;\n      grad_in[i] = static_cast<scalar_t>(acc);",
+            cuda_only=True),
+    Variant("plain-gather-int32-plane-offset", "finds grad_out's plane at a 32-bit offset: right until grad_out "
+            "holds more than 2^31 elements",
+            "csrc/gather_plain.cu", "const scalar_t* plane = grad_out + p * rows.out * cols.out;",
+            "const int offset = p * rows.out * cols.out;\n      const scalar_t* plane = grad_out + offset;",
+            cuda_only=True),
     Variant("plain-gather-rows-step-block", "steps the grid-stride loop over rows by blockDim.y instead of "
             "gridDim.y * blockDim.y: every value right, but each block also does the rows of the blocks after it "
             "(the same elements written by several threads, the work quadratic in H)",
