@@ -631,6 +631,48 @@ def test_judge_guards_shared_memory(tmp_path):
     assert "__shared__ tile: element 32 (past its end: it has 32)" in r.stderr and "thread (31, 0, 0)" in r.stderr, r.stderr
 
 
+OWNERS = {  # kernel body (out has 64 floats, <<<2, 32>>>) -> what the judge says (None: a clean run)
+    # every lane stores the warp's sum, the same value to the same element: what a GPU does too
+    "same_value_in_a_warp": ("out[blockIdx.x] = 1.0f;", None),
+    "own_elements": ("out[blockIdx.x * 32 + threadIdx.x] = threadIdx.x;", None),
+    "atomics": ("atomicAdd(&out[0], 1.0f);", None),
+    "other_values_in_a_block": ("out[blockIdx.x] = threadIdx.x;",
+                                r"a race: two threads write out element [01]: thread \(\d+, 0, 0\) of block .*another value"),
+    "two_blocks_one_element": ("out[threadIdx.x] = threadIdx.x;",
+                               r"a race: two threads write out element \d+: thread \(\d+, 0, 0\) of block \(0, 0, 0\), "
+                               r"then thread \(\d+, 0, 0\) of block \(1, 0, 0\).*gridDim \* blockDim"),
+}
+
+
+@pytest.mark.parametrize("case", list(OWNERS))
+def test_judge_gives_each_element_one_owner(tmp_path, case):
+    """Under the judge each output element has one owner: two blocks writing one element (a loop
+    whose step is too short: right values, more work), or two threads of a block writing different
+    values (a race), stop the launch naming both threads; the same value from a block, and
+    atomics, pass."""
+    import re
+    import subprocess
+
+    from coursekit import emulate
+    body, expected = OWNERS[case]
+    source = tmp_path / f"{case}.cu"
+    source.write_text(
+        "#include <cstdio>\n"
+        f"__global__ void k(float* out) {{ {body} }}\n"
+        "int main() {\n"
+        "  float* out;\n"
+        "  cudaMalloc(&out, 64 * sizeof(float));\n"
+        "  k<<<2, 32>>>(out);\n"
+        "  printf(\"%s\\n\", cudaGetErrorString(cudaDeviceSynchronize()));\n"
+        "  return 0;\n"
+        "}\n")
+    r = subprocess.run([str(emulate.build_program(source))], capture_output=True, text=True, timeout=120)
+    if expected is None:
+        assert r.returncode == 0, f"{case}: the judge stopped a right kernel (exit {r.returncode}):\n{r.stdout}{r.stderr}"
+    else:
+        assert r.returncode == 99 and re.search(expected, r.stderr), f"{case}: exit {r.returncode}\n{r.stdout}{r.stderr}"
+
+
 @pytest.mark.parametrize("program", list(SEEDED_JUDGE))
 def test_seeded_bug_emulated(program):
     """The GPU-free judge on each seeded bug: the right kind of report, naming the kernel (and, where it

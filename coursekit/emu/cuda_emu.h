@@ -26,9 +26,11 @@
 //     an element no thread wrote is found;
 //   - (x86-64) during a launch every tensor's pages are read-only: each plain store
 //     faults once, the judge notes the thread that wrote the element and lets the store
-//     through. An element written by two threads (not by atomics) is an error naming both:
-//     a race on a GPU, or a loop whose step is too short, which a GPU hides (right values,
-//     more work) and only the time of a large case shows;
+//     through. An element written (not by atomics) by threads of two blocks, or by two threads
+//     of a block with different values, is an error naming both: a loop whose step is too
+//     short, which a GPU hides (right values, more work) and only the time of a large case
+//     shows, or a race. The same value from threads of one block (a warp's lanes storing its
+//     sum) passes, as it works on a GPU;
 //   - a tensor of more than 2^31 elements can be reserved without being filled (sparse_alloc),
 //     and a launch sampled (SampledLaunch: its first block and its last ones), so that the
 //     blocks where a 32-bit offset wraps run on a laptop.
@@ -151,6 +153,13 @@ struct State {
   bool watching = false;
   int in_atomic = 0;           // inside an atomic operation: not a plain store
   std::vector<char*> reopen;   // pages to close again after the current instruction
+  struct Pending {             // a watched store in flight: its element, its previous owner and value
+    Guarded* buffer;
+    size_t index;
+    long long previous;
+    uint64_t before;
+  };
+  std::vector<Pending> pending;
   struct sigaction previous_trap;
   // A sampled launch (SampledLaunch) runs its first block and its last `sampled` blocks (> 0),
   // or its first block and every block of its last z slice (sampled_z).
@@ -205,17 +214,13 @@ inline void on_segv(int sig, siginfo_t* info, void* uc) {
       write = (static_cast<ucontext_t*>(uc)->uc_mcontext.gregs[REG_ERR] & 2) != 0;
       if (s.watching && write && !b.shared && s.cur && a >= b.data && a < b.data + b.nbytes) {
         // a write inside the tensor: note its thread, let this one instruction write, close the page after it
+        // (judged after it, in on_trap, which sees the value written)
         const size_t i = static_cast<size_t>(a - b.data) / b.elem;
         if (!s.in_atomic && i < b.owner.size()) {
-          const long long me = thread_number();
-          if (b.owner[i] >= 0 && b.owner[i] != me && !s.fault.set) {
-            s.fault.set = true;
-            s.fault.what = "two threads write " + b.name + " element " + std::to_string(i) + ": " +
-                           thread_text(b.owner[i]) + ", then " + thread_text(me) + ", in kernel " + s.kernel +
-                           " (an element has one owner: does a loop step by blockDim where it should step by "
-                           "gridDim * blockDim, or do two threads compute the same index?)";
-          }
-          b.owner[i] = me;
+          State::Pending w{&b, i, b.owner[i], 0};
+          memcpy(&w.before, b.data + i * b.elem, std::min<size_t>(b.elem, 8));
+          s.pending.push_back(w);
+          b.owner[i] = thread_number();
         }
         char* p = reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(a) & ~static_cast<uintptr_t>(page - 1));
         mprotect(p, page, PROT_READ | PROT_WRITE);
@@ -264,6 +269,26 @@ inline void on_trap(int sig, siginfo_t*, void* uc) {
     raise(sig);
     return;
   }
+  // The element written by another thread before: an error if that thread is in another block
+  // (two blocks do the same element: a loop's step too short, or a wrong index), or if it wrote
+  // another value (a race in the block: which value stays depends on the order). The same value
+  // from the same block (every lane of a warp storing the warp's sum) is what a GPU does too.
+  for (const State::Pending& w : s.pending) {
+    const long long me = w.buffer->owner[w.index];
+    if (w.previous < 0 || w.previous == me || s.fault.set) continue;
+    uint64_t after = 0;
+    memcpy(&after, w.buffer->data + w.index * w.buffer->elem, std::min<size_t>(w.buffer->elem, 8));
+    const bool same_block = w.previous / s.n == me / s.n;
+    if (same_block && after == w.before) continue;
+    s.fault.set = true;
+    s.fault.what = "two threads write " + w.buffer->name + " element " + std::to_string(w.index) + ": " +
+                   thread_text(w.previous) + ", then " + thread_text(me) + ", in kernel " + s.kernel +
+                   (same_block ? " (another value: a race, the value that stays depends on their order; one thread "
+                                 "per element, or combine the values first)"
+                               : " (an element has one owner: does a loop step by blockDim where it should step "
+                                 "by gridDim * blockDim, or do two threads compute the same index?)");
+  }
+  s.pending.clear();
   const long page = sysconf(_SC_PAGESIZE);
   for (char* p : s.reopen) mprotect(p, page, s.watching ? PROT_READ : PROT_READ | PROT_WRITE);
   s.reopen.clear();
