@@ -201,11 +201,19 @@ def test_forward_cuda_launch_is_the_design(emulated, N, F):
     chapter teaches to avoid."""
     feats, points = inputs(N, F, dtype=torch.float32)
     emulated.forward(feats, points, True, 1)
-    _, _, _, bx, by, bz = emulated.last_launch()
+    gx, gy, gz, bx, by, bz = emulated.last_launch()
     assert bx % 32 == 0 and bz == 1, (
         f"N={N}, F={F}: block ({bx}, {by}, {bz}); blockDim.x must be a multiple of 32 (f along threadIdx.x, "
         f"whole warps: F rounded up to a warp, at most 256) and the cubes along threadIdx.y (block (tx, ty) "
         f"with tx threads along f, not (ty, tx)?)")
+    # The design's numbers: a block shaped otherwise may still give right values (the cubes along x and
+    # f along y in a (32, 8) block, say), with a warp reading one feature of 32 cubes.
+    tx = min(256, (F + 31) // 32 * 32)
+    ty = 256 // tx
+    assert (bx, by, gx, gy, gz) == (tx, ty, -(-N // ty), 1, 1), (
+        f"N={N}, F={F}: grid ({gx}, {gy}, {gz}), block ({bx}, {by}, {bz}); the design's launch is block ({tx}, {ty}) "
+        f"(tx = F rounded up to a multiple of 32, at most 256; ty = 256 / tx) and {-(-N // ty)} blocks along x "
+        f"(ceil(N / ty))")
 
 
 @pytest.mark.exercise("cuda-kernel")

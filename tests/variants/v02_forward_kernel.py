@@ -221,6 +221,10 @@ VARIANTS += [
             "loop, by rows of 1 to 8 threads", CU,
             "const int tx = static_cast<int>(std::min<int64_t>(256, (F + 31) / 32 * 32));",
             "const int tx = static_cast<int>(std::min<int64_t>(256, (F + 31) / 32));", cuda_only=True),
+    Variant("launch-fixed-block", "a fixed (32, 8) block whatever F: a warp along f, 8 cubes per block, while the "
+            "grid still counts ty = 256 / tx cubes per block (right values for F up to 32 only by luck of the "
+            "numbers; for F = 40 two blocks compute the same cubes)", CU,
+            "const dim3 block(tx, ty);", "const dim3 block(32, 8);", cuda_only=True),
     Variant("launch-cap-before-rounding", "caps F at 256 first, then rounds up to a warp: the same tx, "
             "since 256 is a multiple of 32", CU,
             "const int tx = static_cast<int>(std::min<int64_t>(256, (F + 31) / 32 * 32));",
