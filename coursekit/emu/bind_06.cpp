@@ -25,7 +25,7 @@ at::Tensor gather_plain(const at::Tensor& grad_out, std::vector<int64_t> input_s
 
 // grad_out (1, planes, H_out, W_out) and grad_in (1, planes, H_in, W_in) in reserved memory (each may
 // hold more than 2^31 elements), zero but the last plane of grad_out (`last`); the launch runs its
-// first block and its last z slice (the last planes). Returns grad_in's last plane.
+// first block and the z slices of the last plane (SampledLaunch). Returns grad_in's last plane.
 at::Tensor gather_plain_last_plane(const at::Tensor& last, int64_t planes, std::vector<int64_t> input_size, int64_t mode,
                                    int64_t seed) {
   emu::st().rng.seed(static_cast<unsigned>(seed));
@@ -36,7 +36,7 @@ at::Tensor gather_plain_last_plane(const at::Tensor& last, int64_t planes, std::
   at::Tensor tail = grad_in.select(1, planes - 1);
   memset(tail.data_ptr(), 0xFF, static_cast<size_t>(tail.numel()) * tail.element_size());  // the poison
   {
-    emu::SampledLaunch sampled(0, true);
+    emu::SampledLaunch sampled(0, planes - 1);
     emu06_gather_plain(torch::aot_inductor::new_tensor_handle(at::Tensor(g)),
                        torch::aot_inductor::new_tensor_handle(at::Tensor(grad_in)), input_size[0], input_size[1], mode,
                        NAN, NAN);

@@ -162,9 +162,10 @@ struct State {
   std::vector<Pending> pending;
   struct sigaction previous_trap;
   // A sampled launch (SampledLaunch) runs its first block and its last `sampled` blocks (> 0),
-  // or its first block and every block of its last z slice (sampled_z).
+  // or (sampled_z >= 0) its first block and every block of two z slices: the last one, and the
+  // one a grid-stride loop over z gives item sampled_z (sampled_z % gridDim.z).
   long long sampled = 0;
-  bool sampled_z = false;
+  long long sampled_z = -1;
 };
 
 inline State& st() {
@@ -373,17 +374,18 @@ inline void* sparse_alloc(size_t nbytes, size_t elem, const std::string& name) {
   return data;
 }
 
-// While one lives, a launch runs its first block and its last `blocks` blocks only (last_z: every
-// block of its last z slice, the last planes): a grid over a tensor of more than 2^31 elements,
-// whose last blocks are where 32-bit offsets wrap.
+// While one lives, a launch runs its first block and its last `blocks` blocks only (z_item >= 0:
+// every block of the last z slice and of the slice that takes item z_item, the last plane, in a
+// grid-stride loop over z): a grid over a tensor of more than 2^31 elements, whose last blocks are
+// where 32-bit offsets wrap.
 struct SampledLaunch {
-  explicit SampledLaunch(long long blocks, bool last_z = false) {
+  explicit SampledLaunch(long long blocks, long long z_item = -1) {
     st().sampled = blocks;
-    st().sampled_z = last_z;
+    st().sampled_z = z_item;
   }
   ~SampledLaunch() {
     st().sampled = 0;
-    st().sampled_z = false;
+    st().sampled_z = -1;
   }
 };
 
@@ -667,7 +669,7 @@ inline void launch(const char* kernel, const Config& c, const std::function<void
           const long long total = static_cast<long long>(c.grid.x) * c.grid.y * c.grid.z;
           if (linear != 0 && linear < total - s.sampled) continue;
         }
-        if (s.sampled_z && (bx | by | bz) != 0 && bz + 1 != c.grid.z) continue;
+        if (s.sampled_z >= 0 && (bx | by | bz) != 0 && bz + 1 != c.grid.z && bz != s.sampled_z % c.grid.z) continue;
         s.bidx = {bx, by, bz};
         poison_shared();
         for (int i = 0; i < n; ++i) {
