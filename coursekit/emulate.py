@@ -42,16 +42,17 @@ INCLUDES = {
     "<c10/cuda/CUDAException.h>": '"cuda_emu_c10.h"',
 }
 # Names in a chapter's CUDA files that mean the GPU: the emulation's stand-ins (cuda_emu.h).
-RENAMES = {"__CUDA_ARCH__": "COURSE_EMU_CUDA_ARCH", "torch::stable::accelerator::DeviceGuard": "::emu::DeviceGuard"}
+RENAMES = {"__CUDA_ARCH__": "COURSE_EMU_CUDA_ARCH", "torch::stable::accelerator::DeviceGuard": "::emu::DeviceGuard",
+           "torch::stable::new_empty(": "::emu::stable_new_empty("}  # temporaries guarded too (emu/bind_06_tables.cpp)
 # What each chapter's judge compiles: its CUDA files that hold the exercise (and what they
 # call), and its binding.
 SPECS = {
     "02": {"sources": ["trilinear_cuda.cu"], "bindings": ["bind_02.cpp"]},
     "03": {"sources": ["trilinear_cuda.cu", "trilinear.cpp", "trilinear_cpu.cpp"], "bindings": ["bind_03.cpp"]},
     "04": {"sources": ["trilinear_cuda.cu"], "bindings": ["bind_04.cpp"]},
-    "06": {"sources": ["gather_plain.cu", "plan.cu"], "bindings": ["bind_06.cpp", "bind_06_kernels.cpp"]},
+    "06": {"sources": ["gather_plain.cu", "plan.cu"], "bindings": ["bind_06.cpp", "bind_06_kernels.cpp", "bind_06_tables.cpp"]},
     # every kernel of chapter 06's ladder, through its dispatch (06_upsample/ladder.py --emulated)
-    "06-ladder": {"sources": ["*.cu"], "bindings": ["bind_06_ladder.cpp", "bind_06_ladder_kernels.cpp"]},
+    "06-ladder": {"sources": ["*.cu"], "bindings": ["bind_06_ladder.cpp", "bind_06_ladder_kernels.cpp", "bind_06_tables.cpp"]},
 }
 
 
@@ -112,7 +113,8 @@ def transform(text: str, path: str) -> str:
             if m.group(1) in INCLUDES:
                 lines[i] = f"#include {INCLUDES[m.group(1)]}\n"
     if last >= 0:
-        lines.insert(last + 1, f'#include "cuda_emu_late.h"\n#line {last + 2} "{path}"\n')
+        stable = '#include "cuda_emu_stable.h"\n' if "torch::stable::new_empty(" in text else ""
+        lines.insert(last + 1, f'#include "cuda_emu_late.h"\n{stable}#line {last + 2} "{path}"\n')
     # nvcc refuses an initializer on a __shared__ variable; here __shared__ is `static`, which
     # would take it: refuse it on its own line, with nvcc's message. A declaration on one line,
     # `__shared__ T name[...];`, becomes a reference to a guard-paged buffer of its own, poisoned

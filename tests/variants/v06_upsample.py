@@ -104,6 +104,13 @@ VARIANTS = [
             "csrc/gather_plain.cu", "const scalar_t* plane = grad_out + p * rows.out * cols.out;",
             "const int offset = p * rows.out * cols.out;\n      const scalar_t* plane = grad_out + offset;",
             cuda_only=True),
+    Variant("plain-gather-plan-before-check", "reads the column's range from the plan before the bounds check: "
+            "the threads past the last column read past the end of the plan's table (values unused)",
+            "csrc/gather_plain.cu", """  const int64_t w = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (w >= cols.in) {""", """  const int64_t w = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t w_end = cols.end[w];
+  (void)w_end;
+  if (w >= cols.in) {""", cuda_only=True),
     Variant("plain-gather-rows-step-block", "steps the grid-stride loop over rows by blockDim.y instead of "
             "gridDim.y * blockDim.y: every value right, but each block also does the rows of the blocks after it "
             "(the same elements written by several threads, the work quadratic in H)",
