@@ -654,7 +654,10 @@ def test_judge_gives_each_element_one_owner(tmp_path, case):
     import subprocess
 
     from coursekit import emulate
+    import platform
     body, expected = OWNERS[case]
+    if expected is not None and platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("the judge watches stores on x86-64 only (the trap flag)")
     source = tmp_path / f"{case}.cu"
     source.write_text(
         "#include <cstdio>\n"

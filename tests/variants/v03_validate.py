@@ -305,6 +305,12 @@ VARIANTS += [
             "types lose lanes 4..7, float64 writes past acc[2]", _VCU,
             "      for (int i = 0; i < P::size; ++i) {\n        acc[i] +=",
             "      for (int i = 0; i < 4; ++i) {  // 4 floats in 16 bytes\n        acc[i] +=", cuda_only=True),
+    Variant("vectorized-int32-cube-index", "the cube index in 32 bits: n * 8 wraps from N = 2^28 cubes (32 GiB of "
+            "float16 feats with F = 8, which a large GPU holds)", _VCU,
+            "const int64_t n = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;\n  if (n >= N) {\n    return;\n"
+            "  }\n  opmath_t weight[8];\n  weights_of(points, n, weight);\n  const int64_t packs",
+            "const int n = blockIdx.x * blockDim.y + threadIdx.y;\n  if (n >= N) {\n    return;\n"
+            "  }\n  opmath_t weight[8];\n  weights_of(points, n, weight);\n  const int64_t packs", cuda_only=True),
     Variant("vectorized-offsets-in-packs", "casts the base pointers first and steps in Packs (8 * packs per cube, "
             "packs per output row): the same addresses", _VCU,
             "const P* f_n = reinterpret_cast<const P*>(feats + n * 8 * F);\n  P* out_n = reinterpret_cast<P*>(out + n * F);",
