@@ -1958,6 +1958,7 @@ def peak_mb():
         return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1024
 torch.ops.load_library({_so_path(ext)!r})
 torch.set_num_threads(2)
+torch.manual_seed(0)
 op = torch.ops.ch06._upsample_bilinear2d_backward_kernel
 g = torch.randn({tuple(go_shape)})
 op(g[..., :8, :8], [1, 1], "half_pixel", "gather")  # warm-up
@@ -1979,8 +1980,10 @@ print(seconds, grown, err, err_cl)
     seconds, grown_mb, err, err_cl = (float(v) for v in proc.stdout.split())
     assert seconds < 1.0, f"backward {go_shape} -> {size} ({what}): took {seconds:.2f} s"
     assert grown_mb < 16, f"backward {go_shape} -> {size} ({what}): the peak memory grew by {grown_mb:.0f} MB"
-    # float32 sums of up to 2^23 terms: a relative error of a few 1e-7 * sqrt(terms)
-    assert err < 1e-4 and err_cl < 1e-4, f"backward {go_shape} -> {size}: relative error {err:.2e} (NCHW), " \
+    # float32 sums of up to 2^23 terms, one after another as aten's own CPU kernel adds them: a
+    # relative error of about 1e-7 * sqrt(terms), a few 1e-4 (aten's float32 op reaches 3e-4 on some
+    # seeds). A wrong weight or a dropped term is off by far more.
+    assert err < 1e-3 and err_cl < 1e-3, f"backward {go_shape} -> {size}: relative error {err:.2e} (NCHW), " \
                                          f"{err_cl:.2e} (channels_last) against float64 aten"
 
 
