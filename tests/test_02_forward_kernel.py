@@ -238,6 +238,28 @@ def test_more_than_2_31_elements_emulated(emulated):
 
 
 @pytest.mark.exercise("cuda-kernel")
+def test_more_than_2_32_cubes_emulated(emulated):
+    """N = 2^32 + 64 cubes (F = 1, float16: 96 GiB of tensors reserved, not filled) through the
+    GPU-free judge, the launch sampled to its first block and its last 64: the cube index
+    blockIdx.x * blockDim.y passes 2^32 there. A product of two 32-bit unsigned values wraps before
+    any cast to 64 bits (static_cast<int64_t>(blockIdx.x * blockDim.y)), and the last cubes' outputs
+    go to the first cubes."""
+    F, T = 1, 64
+    N = 2**32 + T
+    torch.manual_seed(0)
+    tail = torch.randn(T, 8, F, dtype=torch.float16)
+    points = torch.rand(T, 3, dtype=torch.float16) * 2 - 1
+    try:
+        out = emulated.forward_tail(tail, points, N, 1)
+    except RuntimeError as e:
+        if "cannot reserve" in str(e):
+            pytest.skip(f"this machine does not lend {N * 12 * 2 >> 30} GiB of address space: {e}")
+        raise
+    assert_rounded(out, reference(tail, points), what=f"the last {T} cubes of N = 2^32 + {T} (the cube index passes "
+                   "2^32: is it computed in 64 bits, blockIdx.x cast before the multiplication?)")
+
+
+@pytest.mark.exercise("cuda-kernel")
 def test_forward_cuda_emulated_nan_and_inf(emulated, dtype):
     check_nonfinite(_Emulated(emulated), "cpu", dtype)
 
