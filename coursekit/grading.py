@@ -222,9 +222,10 @@ def _build_failed(log: str) -> bool:
 
 
 def run_tests(chapter: chapters.Chapter, source: Path, name: str | None, report: Path, *,
-              cuda_build: bool, stop_first: bool = False, marker: str | None = None) -> tuple[dict | None, str]:
-    """Run the chapter's tests (those of exercise `name`, or all; with `marker`, only those it marks)
-    against `source`."""
+              cuda_build: bool, stop_first: bool = False, marker: str | None = None,
+              keyword: str | None = None) -> tuple[dict | None, str]:
+    """Run the chapter's tests (those of exercise `name`, or all; with `marker`, only those it marks;
+    with `keyword`, only those pytest's -k selects) against `source`."""
     report.parent.mkdir(parents=True, exist_ok=True)
     report.unlink(missing_ok=True)
     cmd = [sys.executable, "-m", "pytest", str(chapter.test_file), "--source", str(source),
@@ -232,6 +233,8 @@ def run_tests(chapter: chapters.Chapter, source: Path, name: str | None, report:
            "--tb=short", "-rN"]
     if name:
         cmd += ["--exercise", name]
+    if keyword:
+        cmd += ["-k", keyword]
     if stop_first:
         cmd.append("-x")
     proc = subprocess.run(cmd, cwd=ROOT, env=_python_env(cuda_build), capture_output=True, text=True)

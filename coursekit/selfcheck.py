@@ -60,14 +60,53 @@ def solved_workspace(chapter: chapters.Chapter, variant: exercises.Variant | Non
     return dest
 
 
+NOT_CAUGHT_WITHOUT_GPU = "not caught by the emulated tests"
+
+
 def emulated(chapter: chapters.Chapter, variant: exercises.Variant) -> bool:
     """Does the GPU-free judge (coursekit/emulate.py) grade this CUDA variant without a GPU? Yes when
-    its change lies inside an exercise region of a file the judge compiles."""
+    its change lies inside exercise regions (one, or several of one file) of a file the judge compiles:
+    the text outside them is the same before and after."""
     if not grading._emulated(chapter, {variant.file: None}):
         return False
-    path = chapter.path / variant.file
-    regions = exercises.solution_regions(path.read_text(), Path(variant.file))
-    return any(variant.old in "".join(r.body) for r in regions)
+    text = (chapter.path / variant.file).read_text()
+    if variant.old not in text:
+        return False
+
+    def outside(source: str) -> str:
+        for r in exercises.solution_regions(source, Path(variant.file)):
+            source = source.replace("".join(r.body), "\0", 1)
+        return source
+
+    return outside(text) == outside(text.replace(variant.old, variant.new, 1))
+
+
+def judged(chapter: chapters.Chapter, variant: exercises.Variant) -> bool:
+    """Does some module of the GPU-free judge compile the file this CUDA variant changes (an exercise's
+    module, or chapter 06's ladder of every .cu file)? Then its emulated tests can run the change."""
+    from . import emulate
+
+    name = Path(variant.file).name
+    for key, spec in emulate.SPECS.items():
+        if key.split("-")[0] != chapter.number:
+            continue
+        if name in spec["sources"] or (spec["sources"] == ["*.cu"] and name.endswith((".cu", ".cuh"))):
+            return True
+    return False
+
+
+def how_checked(chapter: chapters.Chapter, variant: exercises.Variant) -> str | None:
+    """How this machine checks a variant: "graded" (as ./course grade grades a learner: on a GPU, or
+    without one through the GPU-free judge when the change lies inside an exercise it runs),
+    "emulated tests" (no GPU, a CUDA change outside every exercise in a file the judge compiles: the
+    chapter's emulated tests must notice), or None (only a GPU can)."""
+    if not variant.cuda_only or GPU:
+        return "graded"
+    if variant.gpu_only:
+        return None
+    if emulated(chapter, variant):
+        return "graded"
+    return None if variant.correct or not judged(chapter, variant) else "emulated tests"
 
 
 def touched(chapter: chapters.Chapter, workspace: Path) -> list[str]:
@@ -92,9 +131,11 @@ def check_stubs(chapter: chapters.Chapter) -> list[str]:
     return problems
 
 
-def check_variant(chapter: chapters.Chapter, variant: exercises.Variant) -> list[str]:
+def check_variant(chapter: chapters.Chapter, variant: exercises.Variant, emulated_only: bool = False) -> list[str]:
     """Problems with one variant: it passes, or its verdict lands on another exercise (a correct
-    variant: any exercise NOT YET)."""
+    variant: any exercise NOT YET). emulated_only (a CUDA change outside every exercise, on a machine
+    without a GPU): only the chapter's emulated tests run; every test passing is then reported as
+    NOT_CAUGHT_WITHOUT_GPU, not as a problem."""
     ws = solved_workspace(chapter, variant)
     names = touched(chapter, ws)
     if not names:  # outside every exercise: the chapter's tests as a whole must notice
@@ -103,13 +144,25 @@ def check_variant(chapter: chapters.Chapter, variant: exercises.Variant) -> list
         cuda_first = variant.cuda_only and GPU and not variant.correct  # the CUDA tests first: the likely catch
         if cuda_first:
             doc, log = grading.run_tests(chapter, staged, None, report, cuda_build=True, stop_first=True, marker="cuda")
-        if not cuda_first or (doc is not None and not any(o in ("failed", "error") for o in doc["outcomes"].values())):
+        if emulated_only:  # the judge's builds in one folder for the chapter's variants: incremental
+            os.environ["COURSE_EMU_SLOT"] = str(SELFCHECK / chapter.number / "emu")
+            try:
+                doc, log = grading.run_tests(chapter, staged, None, report, cuda_build=False, stop_first=True,
+                                             keyword="emulated")
+            finally:
+                del os.environ["COURSE_EMU_SLOT"]
+        elif not cuda_first or (doc is not None and not any(o in ("failed", "error") for o in doc["outcomes"].values())):
             doc, log = grading.run_tests(chapter, staged, None, report, cuda_build=GPU, stop_first=True)
+        if emulated_only and (doc is None or "Error building extension" in log):
+            # the judge's build, not the variant's (which builds with nvcc): not a catch
+            return [f"{variant.name} ({variant.why}): the GPU-free judge's build failed:\n" + log[-2000:]]
         if doc is None:  # it does not build: caught (a correct variant must build)
             return [f"{variant.name} ({variant.why}) is correct, and does not build"] if variant.correct else []
         failed = [n for n, o in doc["outcomes"].items() if o in ("failed", "error")]
         if variant.correct:
             return [f"{variant.name} ({variant.why}) is correct, and fails {failed[:5]}"] if failed else []
+        if emulated_only and not failed:
+            return [NOT_CAUGHT_WITHOUT_GPU]
         return [] if failed else [f"{variant.name} ({variant.why}): outside every exercise, and every test passes"]
     verdicts = grading.grade(chapter, ws, compile_cuda=False, stop_first=not variant.correct)
     not_yet = sorted(v.exercise for v in verdicts if v.status == "NOT YET")
@@ -136,10 +189,14 @@ def main(argv: list[str]) -> int:
     for v in variants(chapter):
         if wanted and v.name not in wanted:
             continue
-        if v.cuda_only and not GPU and (v.gpu_only or not emulated(chapter, v)):
+        how = how_checked(chapter, v)
+        if how is None:
             print(f"{v.name}: skipped (changes CUDA code only; needs a GPU)")
             continue
-        found = check_variant(chapter, v)
+        found = check_variant(chapter, v, how == "emulated tests")
+        if found == [NOT_CAUGHT_WITHOUT_GPU]:
+            print(f"{v.name}: not caught by the emulated tests (a GPU run checks it)", flush=True)
+            continue
         print(f"{v.name}: {'ok' if not found else 'PROBLEM'}", flush=True)
         problems += found
     for p in problems:

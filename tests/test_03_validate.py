@@ -444,6 +444,17 @@ def test_vectorized_emulated(emulated, dtype, N, F):
         check(out, feats, points, what=f"forward_vectorized (emulated), N={N}, F={F}")
 
 
+@pytest.mark.parametrize("mapping", ["naive", "coalesced"])
+def test_given_kernels_emulated(emulated, mapping):
+    """The chapter's other two kernels through the GPU-free judge too, on shapes whose last block is
+    partial along both axes (N and F not multiples of the block)."""
+    for dtype, N, F in [(torch.float32, 37, 5), (torch.float64, 9, 70), (torch.bfloat16, 300, 33)]:
+        feats, points = inputs(N, F, "cpu", dtype)
+        for at_end in (True, False):
+            out = emulated.forward(feats, points, mapping, at_end, N + F)
+            check(out, feats, points, what=f"forward_{mapping} (emulated), N={N}, F={F}")
+
+
 @pytest.mark.exercise("vectorized-kernel")
 def test_vectorized_past_2_28_cubes_emulated(emulated):
     """The vectorized kernel through the GPU-free judge on N = 2^28 + 64 cubes of one float16 pack

@@ -6,7 +6,8 @@ exercise(s) whose code it changes NOT YET, graded the way `./course grade` grade
 learner (each exercise alone, the chapter's solution for the others); a change outside
 every exercise must fail some test of the chapter; and each correct alternative there
 (correct=True: another right answer, such as a lesson hint's kernel) PASSES everything. Without a GPU the builds are
-CPU-only and variants that only touch CUDA code are skipped. See coursekit/selfcheck.py.
+CPU-only; a variant that changes CUDA code is graded through the GPU-free judge where the judge runs that
+code (selfcheck.how_checked), and skipped only where a GPU is needed. See coursekit/selfcheck.py.
 
 Time budget: with COURSE_SELFCHECK_BUDGET=S (seconds), variants that would start after S
 seconds are skipped with that reason (the stubs always run), and COURSE_SELFCHECK_SEED=N shuffles the order of
@@ -63,7 +64,10 @@ def test_grader(chapter, variant):
     if variant is None:
         problems = selfcheck.check_stubs(chapter)
     else:
-        if variant.cuda_only and not selfcheck.GPU:
-            pytest.skip("this wrong variant only changes CUDA code; needs a GPU")
-        problems = selfcheck.check_variant(chapter, variant)
+        how = selfcheck.how_checked(chapter, variant)
+        if how is None:
+            pytest.skip("this variant changes CUDA code that the GPU-free judge does not run; needs a GPU")
+        problems = selfcheck.check_variant(chapter, variant, how == "emulated tests")
+        if problems == [selfcheck.NOT_CAUGHT_WITHOUT_GPU]:
+            pytest.skip("a CUDA change outside every exercise that the emulated tests do not notice; a GPU run checks it")
     assert not problems, "\n".join(problems)

@@ -28,6 +28,22 @@ std::vector<at::Tensor> backward(const at::Tensor& grad_out, const at::Tensor& f
   return out;
 }
 
+void trilinear_points_grad_atomic_cuda(const at::Tensor& grad_out, const at::Tensor& feats, const at::Tensor& points,
+                                       at::Tensor& grad_points, bool warp_reduce);
+
+// The chapter's atomic comparison kernels (grad_points by atomicAdd, per thread or per warp).
+at::Tensor points_grad_atomic(const at::Tensor& grad_out, const at::Tensor& feats, const at::Tensor& points,
+                              bool warp_reduce, bool at_end, int64_t seed) {
+  emu::st().rng.seed(static_cast<unsigned>(seed));
+  const at::Tensor g = emu::guarded_copy(grad_out, at_end, "grad_out");
+  const at::Tensor f = emu::guarded_copy(feats, at_end, "feats");
+  const at::Tensor p = emu::guarded_copy(points, at_end, "points");
+  at::Tensor grad_points = emu::guarded_copy(at::zeros_like(points), at_end, "grad_points");  // the atomics add into it
+  trilinear_points_grad_atomic_cuda(g, f, p, grad_points, warp_reduce);
+  return grad_points.clone();
+}
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("backward", &backward, "trilinear backward, CUDA code emulated on the CPU");
+  m.def("points_grad_atomic", &points_grad_atomic, "the atomic comparison kernels, emulated on the CPU");
 }

@@ -45,7 +45,21 @@ at::Tensor gather_plain_last_plane(const at::Tensor& last, int64_t planes, std::
   return tail.clone();
 }
 
+// The plain gather's store pattern into grad_in (emu::NoteStores): (neighbouring-lane store pairs,
+// those more than 16 bytes apart, the first such pair in words).
+std::tuple<int64_t, int64_t, std::string> gather_plain_stores(const at::Tensor& grad_out, std::vector<int64_t> input_size,
+                                                              int64_t mode) {
+  emu::NoteStores noting;
+  gather_plain(grad_out, std::move(input_size), mode, std::nullopt, std::nullopt, true, 0);
+  for (const auto& note : emu::st().stores) {
+    if (note.tensor == "grad_in") return {note.pairs, note.apart, note.example};
+  }
+  return {0, 0, ""};
+}
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("gather_plain_stores", &gather_plain_stores,
+        "the plain CUDA gather's stores into grad_in: neighbouring lanes' pairs, and those apart (emulated)");
   m.def("gather_plain_last_plane", &gather_plain_last_plane,
         "the plain CUDA gather on planes of more than 2^31 elements in all, the last plane only, emulated");
   m.def("gather_plain", &gather_plain, "the plain CUDA gather, emulated on the CPU");

@@ -19,7 +19,7 @@ void emu06_gather_plain(AtenTensorHandle grad_out, AtenTensorHandle grad_in, int
   THO_DISPATCH_V2(in.scalar_type(), "emulated gather", AT_WRAP(([&] {
     using T = opmath_type<scalar_t>;
     const ch06::Call<scalar_t> c{in, out, g, axis_ratio<T>(g.H_in, g.H_out, g.mode, g.scale_h),
-                                 axis_ratio<T>(g.W_in, g.W_out, g.mode, g.scale_w), nullptr};
+                                 axis_ratio<T>(g.W_in, g.W_out, g.mode, g.scale_w), ::emu::current_stream()};
     ch06::launch_gather_plain(c);
   })), AT_FLOATING_TYPES, torch::headeronly::ScalarType::Half, torch::headeronly::ScalarType::BFloat16);
 }

@@ -166,6 +166,16 @@ struct State {
   // one a grid-stride loop over z gives item sampled_z (sampled_z % gridDim.z).
   long long sampled = 0;
   long long sampled_z = -1;
+  // Store patterns (NoteStores, x86-64): at a launch's end, for each tensor written, how often two
+  // neighbouring lanes of a warp (linear thread ids t, t + 1) wrote their k-th elements more than
+  // 16 bytes apart, i.e. not into one contiguous run (uncoalesced).
+  bool note_stores = false;
+  struct StoreNote {
+    std::string tensor;
+    long long pairs = 0, apart = 0;
+    std::string example;  // the first such pair, in words
+  };
+  std::vector<StoreNote> stores;
 };
 
 inline State& st() {
@@ -297,6 +307,48 @@ inline void on_trap(int sig, siginfo_t*, void* uc) {
   static_cast<ucontext_t*>(uc)->uc_mcontext.gregs[REG_EFL] &= ~0x100;
 #endif
 }
+
+// After a launch under NoteStores: the store pattern of each watched tensor (State::stores).
+inline void note_stores() {
+  State& s = st();
+  s.stores.clear();
+  for (const Guarded& b : s.buffers) {
+    if (b.owner.empty()) continue;
+    std::vector<std::pair<long long, size_t>> by;  // (thread, element), by thread, then element
+    for (size_t i = 0; i < b.owner.size(); ++i) {
+      if (b.owner[i] >= 0) by.emplace_back(b.owner[i], i);
+    }
+    if (by.empty()) continue;
+    std::sort(by.begin(), by.end());
+    State::StoreNote note{b.name};
+    for (size_t a = 0, next = 0; a < by.size(); a = next) {
+      const long long t = by[a].first;
+      while (next < by.size() && by[next].first == t) ++next;
+      const long long lane = t % s.n;
+      if ((lane + 1) % 32 == 0 || lane + 1 >= s.n) continue;  // t + 1 is in another warp
+      size_t c = next, c_end = next;
+      while (c_end < by.size() && by[c_end].first == t + 1) ++c_end;
+      if (c == c_end || c_end - c != next - a) continue;  // the neighbour wrote none, or another count
+      for (size_t k = 0; k < next - a; ++k) {
+        ++note.pairs;
+        const long long d = static_cast<long long>(by[c + k].second) - static_cast<long long>(by[a + k].second);
+        if (std::llabs(d) * static_cast<long long>(b.elem) > 16 && note.apart++ == 0) {
+          note.example = thread_text(t) + " writes element " + std::to_string(by[a + k].second) + ", its neighbour " +
+                         thread_text(t + 1) + " element " + std::to_string(by[c + k].second);
+        }
+      }
+    }
+    s.stores.push_back(note);
+  }
+}
+
+struct NoteStores {
+  NoteStores() {
+    st().note_stores = true;
+    st().stores.clear();
+  }
+  ~NoteStores() { st().note_stores = false; }
+};
 
 // A launch's start and end: every tensor's pages read-only (writes noted, see on_segv), and back.
 inline void watch(bool on) {
@@ -599,13 +651,33 @@ inline bool release() {
   return false;
 }
 
+// PyTorch's current stream as the judge hands it out (c10's getCurrentCUDAStream, the stable
+// ABI's aoti_torch_get_current_cuda_stream): not 0, so that a launch on the legacy default
+// stream (no stream in <<<...>>>, or 0) is told apart from one on the current stream.
+inline cudaStream_t current_stream() { return reinterpret_cast<cudaStream_t>(static_cast<uintptr_t>(0x5eed)); }
+
 struct Config {
   dim3 grid, block;
+  cudaStream_t stream = nullptr;  // nullptr: the legacy default stream
 };
 
-template <typename G, typename B, typename... Rest>
-inline Config config(G grid, B block, Rest...) {
-  return {dim3(grid), dim3(block)};
+template <typename S>
+inline cudaStream_t as_stream(S s) {
+  if constexpr (std::is_integral_v<S>) return reinterpret_cast<cudaStream_t>(static_cast<uintptr_t>(s));
+  else return static_cast<cudaStream_t>(s);
+}
+
+template <typename G, typename B>
+inline Config config(G grid, B block) {
+  return {dim3(grid), dim3(block), nullptr};
+}
+template <typename G, typename B, typename M>
+inline Config config(G grid, B block, M) {
+  return {dim3(grid), dim3(block), nullptr};
+}
+template <typename G, typename B, typename M, typename S>
+inline Config config(G grid, B block, M, S stream) {
+  return {dim3(grid), dim3(block), as_stream(stream)};
 }
 
 inline void check_config(const Config& c, const std::string& kernel) {
@@ -616,6 +688,18 @@ inline void check_config(const Config& c, const std::string& kernel) {
   else if (c.block.x > 1024 || c.block.y > 1024 || c.block.z > 64) bad = "block dimensions past (1024, 1024, 64)";
   else if (c.grid.y > 65535 || c.grid.z > 65535) bad = "gridDim.y or gridDim.z past 65535";
   else if (c.grid.x > 2147483647u) bad = "gridDim.x past 2^31 - 1";
+#ifndef COURSE_EMU_PROGRAM  // a program of its own (cuda_emu_runtime.h) has no PyTorch stream to be on
+  if (bad.empty() && c.stream != current_stream()) {
+    // Not a CUDA error: the launch works, on another stream than PyTorch's work, and races with it.
+    throw std::runtime_error("the launch of " + kernel + " is on " +
+                             (c.stream ? std::string("a stream that is not PyTorch's current one")
+                                       : std::string("the legacy default stream (no stream in <<<...>>>, or 0)")) +
+                             ": PyTorch queues its work (the inputs' writes, the output's reads) on the current "
+                             "stream, and a kernel on another one runs in no order with them. Launch with "
+                             "<<<grid, block, 0, stream>>>, stream the current one (c10::cuda::getCurrentCUDAStream(), "
+                             "or the stable ABI's aoti_torch_get_current_cuda_stream)");
+  }
+#endif
   if (!bad.empty()) {
     throw std::runtime_error("CUDA error: invalid configuration argument (launch of " + kernel + " with grid (" +
                              std::to_string(c.grid.x) + ", " + std::to_string(c.grid.y) + ", " +
@@ -629,6 +713,7 @@ inline void launch(const char* kernel, const Config& c, const std::function<void
   struct Disarm {
     ~Disarm() {
       st().armed = false;
+      if (st().note_stores) note_stores();
       watch(false);
     }
   } disarm;

@@ -16,8 +16,8 @@ struct OptionalCUDAGuard {
   explicit OptionalCUDAGuard(std::optional<c10::Device>) {}
 };
 struct CUDAStream {
-  cudaStream_t stream() const { return nullptr; }
-  operator cudaStream_t() const { return nullptr; }
+  cudaStream_t stream() const { return ::emu::current_stream(); }
+  operator cudaStream_t() const { return ::emu::current_stream(); }
 };
 inline CUDAStream getCurrentCUDAStream(c10::DeviceIndex = -1) { return {}; }
 }  // namespace cuda

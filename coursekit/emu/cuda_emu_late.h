@@ -7,7 +7,7 @@
 #if __has_include(<torch/csrc/inductor/aoti_torch/c/shim.h>) && defined(AOTI_TORCH_SUCCESS)
 // the stable ABI's current stream (declared by the shim only for CUDA builds)
 inline AOTITorchError aoti_torch_get_current_cuda_stream(int32_t, void** stream) {
-  *stream = nullptr;
+  *stream = emu::current_stream();
   return AOTI_TORCH_SUCCESS;
 }
 #endif

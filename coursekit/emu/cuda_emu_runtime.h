@@ -11,6 +11,7 @@
 //     ends the program with the judge's report on stderr and exit status 99, as
 //     compute-sanitizer's --error-exitcode 99 would;
 //   - the environment variable COURSE_EMU_SEED picks the threads' order (default 1).
+#define COURSE_EMU_PROGRAM 1  // no PyTorch here: a launch on the default stream is right (cuda_emu.h)
 #include <exception>
 #include <string>
 
