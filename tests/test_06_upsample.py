@@ -690,6 +690,44 @@ def test_channels_last_gather_adds_in_nchw_order(up, device, mode):
                                f"{mode} gather, {dtype}, {name} grad_out {list(grad_out.shape)} vs the NCHW result")
 
 
+# The CPU's channels-last kernels (upsample_cpu_nhwc.cpp) on what NHWC_SHAPES do not reach:
+# blocks of 16 channels with one vector and single channels left over (24, 40, 33), ranges of more
+# than 4 columns and of more than 16 rows (a row's sums kept between passes), downsampling that
+# skips columns, and NaN, inf and -0 in the input.
+CPU_NHWC_SHAPES = [((1, 16, 3, 2), (40, 37)), ((2, 24, 5, 7), (11, 3)), ((1, 40, 4, 4), (2, 50)),
+                   ((1, 33, 3, 40), (3, 20)), ((2, 64, 8, 8), (4, 4)), ((1, 16, 40, 3), (2, 7))]
+
+
+def same_bits_or_nan(out: torch.Tensor, expected: torch.Tensor, what: str) -> None:
+    """NaN in the same elements, every other element bit for bit. (Which NaN comes out of an
+    addition of two NaNs is the first operand's, and a compiler may swap the operands.)"""
+    out = out.contiguous()
+    nan = expected.isnan()
+    assert torch.equal(out.isnan(), nan), f"{what}: NaN in other elements"
+    assert_bitwise(out[~nan], expected[~nan], what=what)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_channels_last_same_bits_as_nchw_cpu(up, mode):
+    """The CPU forward and gather give the same values in both layouts, bit for bit (the same
+    operations in the same order), for every dtype, on shapes that take every path of the
+    channels-last kernels."""
+    forward, backward = torch.ops.ch06._upsample_bilinear2d_kernel, torch.ops.ch06._upsample_bilinear2d_backward_kernel
+    for dtype in (torch.float32, torch.bfloat16, torch.float16, torch.float64):
+        for shape, size in CPU_NHWC_SHAPES:
+            x = torch.randn(shape, dtype=dtype)
+            grad_out = torch.randn(shape[:2] + size, dtype=dtype)
+            x.view(-1)[[1, 7]] = torch.tensor([float("nan"), float("inf")], dtype=dtype)
+            grad_out.view(-1)[[2, 9, 11]] = torch.tensor([float("-inf"), float("nan"), -0.0], dtype=dtype)
+            what = f"{mode}, {dtype}, {list(shape)} -> {list(size)}"
+            same_bits_or_nan(forward(x.contiguous(memory_format=torch.channels_last), list(size), mode, None, None),
+                             forward(x, list(size), mode, None, None), f"forward {what}, channels_last vs NCHW")
+            same_bits_or_nan(backward(grad_out.contiguous(memory_format=torch.channels_last), list(shape[2:]), mode,
+                                      "gather"),
+                             backward(grad_out, list(shape[2:]), mode, "gather"),
+                             f"gather {what}, channels_last vs NCHW")
+
+
 # ----------------------------------------------------------------------------
 # gather-backward: the backward on the CPU (and the range and weights the GPU shares).
 

@@ -1,4 +1,5 @@
-// Chapter 06: the CPU kernels.
+// Chapter 06: the CPU kernels for NCHW tensors (channels-last ones are in
+// upsample_cpu_nhwc.cpp, which the entry points at the end call).
 //
 // Bilinear resizing is separable: interpolate along W, then along H. The CPU
 // kernels use that to do less work than "four taps per output pixel":
@@ -24,19 +25,10 @@
 #include <vector>
 
 #include "kernels.h"
-
-// Rows of about this many elements make one task for the thread pool.
-constexpr int64_t kGrainElements = 16384;
+#include "upsample_cpu.h"
 
 // The most lines a task of the backward keeps (see backward_kernel).
 constexpr int64_t kLineSlots = 16;
-
-// The widest chunk of a row (values) that one pass handles: a line, and the
-// taps or ranges of its columns, are at most this long.
-constexpr int64_t kChunkValues = int64_t(1) << 16;
-
-// A chunk of columns [lo, hi) holds at most this many pixels (of C values each).
-inline int64_t chunk_pixels(int64_t C) { return std::max<int64_t>(1, kChunkValues / C); }
 
 // A few lines of `length` values, each tagged with the row it holds. Looking a
 // row up either finds it or recomputes it into the slot `slot_of(row)`.
@@ -62,18 +54,8 @@ class LineCache {
   std::vector<T> data_;
 };
 
-// dst[k] = wa * a[k] + wb * b[k] for k < n, in opmath_t: the inner loop over the
-// C channels of a pixel (channels-last). Contiguous, no aliasing (restrict), the
-// conversions inline: the compiler vectorises it.
-template <typename scalar_t, typename opmath_t>
-static inline void blend_pixels(opmath_t* __restrict__ dst, const scalar_t* __restrict__ a,
-                                const scalar_t* __restrict__ b, opmath_t wa, opmath_t wb, int64_t n) {
-  for (int64_t k = 0; k < n; ++k) {
-    dst[k] = wa * static_cast<opmath_t>(a[k]) + wb * static_cast<opmath_t>(b[k]);
-  }
-}
-
-// dst[k] += w * src[k] for k < n (src in scalar_t or opmath_t): vectorised likewise.
+// dst[k] += w * src[k] for k < n (src in scalar_t or opmath_t): contiguous, no
+// aliasing (restrict), the conversions inline: the compiler vectorises it.
 template <typename src_t, typename opmath_t>
 static inline void add_scaled(opmath_t* __restrict__ dst, const src_t* __restrict__ src, opmath_t w, int64_t n) {
   for (int64_t k = 0; k < n; ++k) {
@@ -81,20 +63,7 @@ static inline void add_scaled(opmath_t* __restrict__ dst, const src_t* __restric
   }
 }
 
-// out[k] = round(sum[k] + w * line[k]) or acc[k] = sum[k] + w * line[k]: one pass of
-// the H gather (see backward_kernel), vectorised.
-template <typename dst_t, typename opmath_t>
-static inline void axpy_store(dst_t* __restrict__ out, const opmath_t* sum, const opmath_t* __restrict__ line,
-                              opmath_t w, int64_t n) {
-  for (int64_t k = 0; k < n; ++k) {
-    out[k] = static_cast<dst_t>(sum[k] + w * line[k]);
-  }
-}
-
-// The forward of output columns [w0, w1), in either layout. NCHW is planes x H x W;
-// channels-last is N x H x W x C, whose rows hold W pixels of C values each.
-// NCHW is the case C = 1 (and N = planes): one kernel serves both, and the two
-// layouts give the same bits.
+// The forward of output columns [w0, w1): planes x H x W.
 template <typename scalar_t>
 static void forward_chunk(const scalar_t* x, scalar_t* out, const ResizeGeometry& g, int64_t w0, int64_t w1) {
   // opmath_t is float for float16/bfloat16 (their arithmetic is done in float), else scalar_t.
@@ -106,38 +75,29 @@ static void forward_chunk(const scalar_t* x, scalar_t* out, const ResizeGeometry
   for (int64_t w = w0; w < w1; ++w) {
     xtaps[w - w0] = source_taps<opmath_t>(w, g.W_in, rw, g.mode);
   }
-  const int64_t C = g.channels_last ? g.channels : 1;  // values per pixel
-  const int64_t width = w1 - w0;
-  const int64_t length = width * C;             // values per line
-  const int64_t rows = g.planes / C * g.H_out;  // output rows (n, h) of all images, in memory order
-  const int64_t grain = std::max<int64_t>(1, kGrainElements / length);
+  const int64_t width = w1 - w0;             // values per line
+  const int64_t rows = g.planes * g.H_out;  // output rows (p, h) of all planes, in memory order
+  const int64_t grain = std::max<int64_t>(1, kGrainElements / width);
   torch::stable::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
-    // Input row r (of all images: r = n * H_in + i) goes to slot r % 2. An
+    // Input row r (of all planes: r = p * H_in + i) goes to slot r % 2. An
     // output row needs rows i0 and i0 + 1 (or i0 twice): different slots.
-    LineCache<opmath_t> cache(2, length);
+    LineCache<opmath_t> cache(2, width);
     for (int64_t row = begin; row < end; ++row) {
-      const int64_t n = row / g.H_out, h = row % g.H_out;
+      const int64_t p = row / g.H_out, h = row % g.H_out;
       const Taps<opmath_t> yt = source_taps<opmath_t>(h, g.H_in, rh, g.mode);
       auto along_w = [&](int64_t r) {
         return cache.get(r, r % 2, [&](opmath_t* line) {
-          const scalar_t* in_row = x + r * g.W_in * C;
-          if (C == 1) {
-            for (int64_t w = 0; w < width; ++w) {
-              line[w] = sample_line<scalar_t, opmath_t>(in_row, xtaps[w]);
-            }
-            return;
-          }
-          for (int64_t w = 0; w < width; ++w) {  // channels-last: C channels at once, contiguous
-            const Taps<opmath_t>& xt = xtaps[w];
-            blend_pixels(line + w * C, in_row + xt.i0 * C, in_row + xt.i1 * C, opmath_t(1) - xt.l, xt.l, C);
+          const scalar_t* in_row = x + r * g.W_in;
+          for (int64_t w = 0; w < width; ++w) {
+            line[w] = sample_line<scalar_t, opmath_t>(in_row, xtaps[w]);
           }
         });
       };
-      const opmath_t* top = along_w(n * g.H_in + yt.i0);
-      const opmath_t* bottom = along_w(n * g.H_in + yt.i1);
+      const opmath_t* top = along_w(p * g.H_in + yt.i0);
+      const opmath_t* bottom = along_w(p * g.H_in + yt.i1);
       const opmath_t a = opmath_t(1) - yt.l, b = yt.l;
-      scalar_t* __restrict__ out_row = out + (row * g.W_out + w0) * C;
-      for (int64_t i = 0; i < length; ++i) {  // contiguous: the compiler vectorises it
+      scalar_t* __restrict__ out_row = out + row * g.W_out + w0;
+      for (int64_t i = 0; i < width; ++i) {  // contiguous: the compiler vectorises it
         out_row[i] = static_cast<scalar_t>(a * top[i] + b * bottom[i]);
       }
     }
@@ -146,7 +106,10 @@ static void forward_chunk(const scalar_t* x, scalar_t* out, const ResizeGeometry
 
 template <typename scalar_t>
 static void forward_kernel(const scalar_t* x, scalar_t* out, const ResizeGeometry& g) {
-  const int64_t chunk = chunk_pixels(g.channels_last ? g.channels : 1);
+  if (g.channels_last) {
+    return forward_nhwc<scalar_t>(x, out, g);
+  }
+  const int64_t chunk = chunk_pixels(1);
   for (int64_t w0 = 0; w0 < g.W_out; w0 += chunk) {
     forward_chunk<scalar_t>(x, out, g, w0, std::min(g.W_out, w0 + chunk));
   }
@@ -165,46 +128,6 @@ void upsample_forward_cpu(const torch::stable::Tensor& x, torch::stable::Tensor&
 // Every grad_in element has one owner and a fixed summation order: no races,
 // and the same bits on every run and for any number of threads (the cache only
 // avoids recomputing identical lines).
-
-// One chunk of input indices [lo, hi) of an axis: for each, the outputs
-// [begin, end) that read it, and their weights (weight(i, d) = M[d, i]).
-// The weights are stored one range after the other (weight[offset[k] + j]
-// belongs to input lo + k and output begin[k] + j) when they are few; a chunk
-// whose ranges are long (an axis shrunk 16 times or more: a range of 2^23
-// outputs for an input of 2 pixels shrunk from 2^24) computes them when asked.
-template <typename T>
-struct GatherTable {
-  int64_t lo, hi;  // the input indices of the chunk
-  std::vector<int64_t> begin, end, offset;  // of input index lo + k, at k
-  std::vector<T> weight;                    // empty when computed on the fly
-  int64_t longest = 1;                      // the longest range
-  int64_t in, out;
-  T ratio;
-  Mode mode;
-
-  GatherTable(int64_t in, int64_t out, T ratio, Mode mode, int64_t lo, int64_t hi)
-      : lo(lo), hi(hi), begin(hi - lo), end(hi - lo), offset(hi - lo), in(in), out(out), ratio(ratio), mode(mode) {
-    int64_t total = 0;
-    for (int64_t k = 0; k < hi - lo; ++k) {
-      gather_range<T>(lo + k, in, out, ratio, mode, begin[k], end[k]);
-      offset[k] = total;
-      total += std::max<int64_t>(end[k] - begin[k], 0);
-      longest = std::max(longest, end[k] - begin[k]);
-    }
-    if (total > 16 * (hi - lo) + 64) return;  // too many to store: see weight_of
-    weight.resize(total);
-    for (int64_t k = 0; k < hi - lo; ++k) {
-      for (int64_t d = begin[k]; d < end[k]; ++d) {
-        weight[offset[k] + d - begin[k]] = tap_weight<T>(source_taps<T>(d, in, ratio, mode), lo + k);
-      }
-    }
-  }
-  int64_t size() const { return hi - lo; }
-  // M[d, lo + k] for an output d of the range of lo + k.
-  T weight_of(int64_t k, int64_t d) const {
-    return weight.empty() ? tap_weight<T>(source_taps<T>(d, in, ratio, mode), lo + k) : weight[offset[k] + d - begin[k]];
-  }
-};
 
 // The longest range of outputs reading one input index along an axis, capped at
 // `cap`: range(i) holds the outputs with i0 == i - 1 and those with i0 == i, so
@@ -347,59 +270,6 @@ static void backward_kernel(const scalar_t* grad_out, scalar_t* grad_in, const R
   // END SOLUTION
 }
 
-// The gather in channels-last: the NCHW kernel's line cache, with lines of
-// `width` pixels of C values each. Each grad_out row is gathered along W once
-// for all its channels (the innermost loops run along C, contiguous), then
-// summed along H over width * C contiguous values. The sums are the NCHW
-// kernel's, in the same order: the two layouts give the same bits.
-template <typename scalar_t>
-static void backward_kernel_nhwc(const scalar_t* grad_out, scalar_t* grad_in, const ResizeGeometry& g,
-                                 const GatherTable<opmath_type<scalar_t>>& cols) {
-  using opmath_t = opmath_type<scalar_t>;
-  const opmath_t rh = axis_ratio<opmath_t>(g.H_in, g.H_out, g.mode, g.scale_h);
-  const int64_t C = g.channels, N = g.planes / C, length = cols.size() * C;
-  const int64_t grain = std::max<int64_t>(1, kGrainElements / length);
-  const int64_t slots = longest_range<opmath_t>(g.H_in, g.H_out, rh, g.mode, kLineSlots);  // as in NCHW
-  torch::stable::parallel_for(0, N * g.H_in, grain, [&](int64_t begin, int64_t end) {
-    LineCache<opmath_t> cache(slots, length);
-    std::vector<opmath_t> acc(length);
-    const std::vector<opmath_t> zeros(length, opmath_t(0));
-    for (int64_t row = begin; row < end; ++row) {
-      const int64_t n = row / g.H_in, h = row % g.H_in;
-      scalar_t* gi_row = grad_in + (row * g.W_in + cols.lo) * C;
-      int64_t first, stop;
-      gather_range<opmath_t>(h, g.H_in, g.H_out, rh, g.mode, first, stop);
-      if (first >= stop) {
-        std::fill(gi_row, gi_row + length, static_cast<scalar_t>(0));
-        continue;
-      }
-      for (int64_t dh = first; dh < stop; ++dh) {
-        const opmath_t* line = cache.get(n * g.H_out + dh, dh % slots, [&](opmath_t* dst) {
-          const scalar_t* go_row = grad_out + (n * g.H_out + dh) * g.W_out * C;
-          for (int64_t w = 0; w < cols.size(); ++w) {
-            opmath_t* sum = dst + w * C;
-            std::fill(sum, sum + C, opmath_t(0));
-            for (int64_t d = cols.begin[w]; d < cols.end[w]; ++d) {
-              add_scaled(sum, go_row + d * C, cols.weight_of(w, d), C);
-            }
-          }
-        });
-        const opmath_t wy = tap_weight<opmath_t>(source_taps<opmath_t>(dh, g.H_in, rh, g.mode), h);
-        // as in NCHW: one pass per line, the first from zeros, the last into grad_in
-        if (dh + 1 < stop) {
-          if (dh == first) {
-            axpy_store(acc.data(), zeros.data(), line, wy, length);
-          } else {
-            add_scaled(acc.data(), line, wy, length);  // acc + wy * line, as sum + wy * line
-          }
-        } else {
-          axpy_store(gi_row, dh == first ? zeros.data() : acc.data(), line, wy, length);
-        }
-      }
-    }
-  });
-}
-
 // The gather along H first, for shapes whose H grows while W shrinks (a column
 // of N pixels from (N, 1) gradients into (1, N), say). Gathering along W first
 // makes H_out lines of W_in values: H_out * W_in work, more than both tensors
@@ -456,15 +326,14 @@ static void backward_cpu(const scalar_t* grad_out, scalar_t* grad_in, const Resi
   if (g.H_out > g.H_in && g.W_out < g.W_in) {
     return backward_kernel_h_first<scalar_t>(grad_out, grad_in, g);
   }
+  if (g.channels_last) {
+    return backward_nhwc<scalar_t>(grad_out, grad_in, g);
+  }
   const opmath_t rw = axis_ratio<opmath_t>(g.W_in, g.W_out, g.mode, g.scale_w);
-  const int64_t chunk = chunk_pixels(g.channels_last ? g.channels : 1);
+  const int64_t chunk = chunk_pixels(1);
   for (int64_t w0 = 0; w0 < g.W_in; w0 += chunk) {
     const GatherTable<opmath_t> cols(g.W_in, g.W_out, rw, g.mode, w0, std::min(g.W_in, w0 + chunk));
-    if (g.channels_last) {
-      backward_kernel_nhwc<scalar_t>(grad_out, grad_in, g, cols);
-    } else {
-      backward_kernel<scalar_t>(grad_out, grad_in, g, cols);
-    }
+    backward_kernel<scalar_t>(grad_out, grad_in, g, cols);
   }
 }
 

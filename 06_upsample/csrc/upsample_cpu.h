@@ -1,0 +1,68 @@
+#pragma once
+// Chapter 06: what the two files of CPU kernels share. upsample_cpu.cpp holds the
+// NCHW kernels (and the gather-backward exercise), upsample_cpu_nhwc.cpp the
+// channels-last ones.
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "kernels.h"
+
+// Rows of about this many elements make one task for the thread pool.
+constexpr int64_t kGrainElements = 16384;
+
+// The widest chunk of a row (values) that one pass handles: a line, and the
+// taps or ranges of its columns, are at most this long.
+constexpr int64_t kChunkValues = int64_t(1) << 16;
+
+// A chunk of columns [lo, hi) holds at most this many pixels (of C values each).
+inline int64_t chunk_pixels(int64_t C) { return std::max<int64_t>(1, kChunkValues / C); }
+
+// One chunk of input indices [lo, hi) of an axis: for each, the outputs
+// [begin, end) that read it, and their weights (weight(i, d) = M[d, i]).
+// The weights are stored one range after the other (weight[offset[k] + j]
+// belongs to input lo + k and output begin[k] + j) when they are few; a chunk
+// whose ranges are long (an axis shrunk 16 times or more: a range of 2^23
+// outputs for an input of 2 pixels shrunk from 2^24) computes them when asked.
+template <typename T>
+struct GatherTable {
+  int64_t lo, hi;  // the input indices of the chunk
+  std::vector<int64_t> begin, end, offset;  // of input index lo + k, at k
+  std::vector<T> weight;                    // empty when computed on the fly
+  int64_t longest = 1;                      // the longest range
+  int64_t in, out;
+  T ratio;
+  Mode mode;
+
+  GatherTable(int64_t in, int64_t out, T ratio, Mode mode, int64_t lo, int64_t hi)
+      : lo(lo), hi(hi), begin(hi - lo), end(hi - lo), offset(hi - lo), in(in), out(out), ratio(ratio), mode(mode) {
+    int64_t total = 0;
+    for (int64_t k = 0; k < hi - lo; ++k) {
+      gather_range<T>(lo + k, in, out, ratio, mode, begin[k], end[k]);
+      offset[k] = total;
+      total += std::max<int64_t>(end[k] - begin[k], 0);
+      longest = std::max(longest, end[k] - begin[k]);
+    }
+    if (total > 16 * (hi - lo) + 64) return;  // too many to store: see weight_of
+    weight.resize(total);
+    for (int64_t k = 0; k < hi - lo; ++k) {
+      for (int64_t d = begin[k]; d < end[k]; ++d) {
+        weight[offset[k] + d - begin[k]] = tap_weight<T>(source_taps<T>(d, in, ratio, mode), lo + k);
+      }
+    }
+  }
+  int64_t size() const { return hi - lo; }
+  // M[d, lo + k] for an output d of the range of lo + k.
+  T weight_of(int64_t k, int64_t d) const {
+    return weight.empty() ? tap_weight<T>(source_taps<T>(d, in, ratio, mode), lo + k) : weight[offset[k] + d - begin[k]];
+  }
+};
+
+// The channels-last kernels (upsample_cpu_nhwc.cpp), for float, double, Half
+// and BFloat16: x, out, grad_out and grad_in packed NHWC. backward_nhwc sums
+// along W first (see there); the caller sends the shapes that need H first
+// elsewhere.
+template <typename scalar_t>
+void forward_nhwc(const scalar_t* x, scalar_t* out, const ResizeGeometry& g);
+template <typename scalar_t>
+void backward_nhwc(const scalar_t* grad_out, scalar_t* grad_in, const ResizeGeometry& g);
