@@ -147,8 +147,13 @@ def check_variant(chapter: chapters.Chapter, variant: exercises.Variant, emulate
         if emulated_only:  # the judge's builds in one folder for the chapter's variants: incremental
             os.environ["COURSE_EMU_SLOT"] = str(SELFCHECK / chapter.number / "emu")
             try:
-                doc, log = grading.run_tests(chapter, staged, None, report, cuda_build=False, stop_first=True,
-                                             keyword="emulated")
+                # chapter 06's ladder first (most such variants change a rung), then every emulated test
+                ladder = "def test_every_rung_emulated(" in chapter.test_file.read_text()
+                for keyword in ("every_rung_emulated", "emulated")[0 if ladder else 1:]:
+                    doc, log = grading.run_tests(chapter, staged, None, report, cuda_build=False, stop_first=True,
+                                                 keyword=keyword)
+                    if doc is None or any(o in ("failed", "error") for o in doc["outcomes"].values()):
+                        break
             finally:
                 del os.environ["COURSE_EMU_SLOT"]
         elif not cuda_first or (doc is not None and not any(o in ("failed", "error") for o in doc["outcomes"].values())):
