@@ -33,8 +33,10 @@
 //     sum) passes, as it works on a GPU;
 //   - a tensor of more than 2^31 elements can be reserved without being filled (sparse_alloc),
 //     and a launch sampled (SampledLaunch: its first block and its last ones), so that the
-//     blocks where a 32-bit offset wraps run on a laptop.
-// What it does not: speed, caches, coalescing, the real memory model's subtleties.
+//     blocks where a 32-bit offset wraps run on a laptop;
+//   - a launch must be on PyTorch's current stream (current_stream), and where a test asks
+//     (NoteStores) the judge says how often neighbouring lanes of a warp store far apart.
+// What it does not: speed, caches, the real memory model's subtleties.
 // A GPU run adds those. Atomics are plain read-modify-writes (threads take turns
 // only at barriers and shuffles, so they cannot interleave).
 #include <execinfo.h>
