@@ -691,23 +691,21 @@ VARIANTS += [
             "a later call with a wider row reads past it",
             "csrc/upsample_cpu.cpp", "    const std::vector<opmath_t> zeros(width, opmath_t(0));\n",
             "    static const std::vector<opmath_t> zeros(width, opmath_t(0));\n"),
-    Variant("cpu-gather-nhwc-shared-scratch", "the channels-last gather creates its line cache and accumulator "
-            "once, outside parallel_for: tasks on different threads share them",
+    Variant("cpu-gather-h-first-shared-scratch", "the H-first gather creates its two lines once, outside "
+            "parallel_for: tasks on different threads share them",
             "csrc/upsample_cpu.cpp",
             "  torch::stable::parallel_for(0, N * g.H_in, grain, [&](int64_t begin, int64_t end) {\n"
-            "    LineCache<opmath_t> cache(slots, length);\n"
-            "    std::vector<opmath_t> acc(length);\n",
-            "  LineCache<opmath_t> cache(slots, length);\n"
-            "  std::vector<opmath_t> acc(length);\n"
+            "    std::vector<opmath_t> t(out_len), acc(in_len);\n",
+            "  std::vector<opmath_t> t(out_len), acc(in_len);\n"
             "  torch::stable::parallel_for(0, N * g.H_in, grain, [&](int64_t begin, int64_t end) {\n"),
     Variant("cpu-forward-shared-cache", "the CPU forward creates its two-line cache once, outside parallel_for: "
             "tasks on different threads share it",
             "csrc/upsample_cpu.cpp",
             "  torch::stable::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {\n"
-            "    // Input row r (of all images: r = n * H_in + i) goes to slot r % 2. An\n"
+            "    // Input row r (of all planes: r = p * H_in + i) goes to slot r % 2. An\n"
             "    // output row needs rows i0 and i0 + 1 (or i0 twice): different slots.\n"
-            "    LineCache<opmath_t> cache(2, length);\n",
-            "  LineCache<opmath_t> cache(2, length);\n"
+            "    LineCache<opmath_t> cache(2, width);\n",
+            "  LineCache<opmath_t> cache(2, width);\n"
             "  torch::stable::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {\n"),
 ]
 
