@@ -10,7 +10,8 @@ in the same process as PyTorch's own calls:
 
   host      one small case (a 64 KiB input), where the host's work sets the pace: the kernel op,
             the registered operator (torch.ops.ch06.upsample_bilinear2d and its torch.library
-            autograd formula) and the public function upsample_bilinear, against F.interpolate;
+            autograd formula) and the public function upsample_bilinear, against F.interpolate and
+            F.interpolate's kernels under a Python autograd.Function (the floor of a Python formula);
             forward, backward through torch.autograd.grad, and a forward + backward step; with
             torch.profiler's count of the kernels each step launches.
   sweep     CASES cases drawn with a fixed seed: ratio in [1/8, 8] (both axes, integer or not,
@@ -109,6 +110,21 @@ def host_cases(device: str, quick: bool) -> list:
     return HOST_CASES[:1] if quick or device == "cpu" else HOST_CASES
 
 
+class _PythonFormula(torch.autograd.Function):
+    """F.interpolate's own kernels under an autograd formula written in Python: what any Python
+    autograd.Function costs on top of PyTorch's C++ formula, the floor of upsample_bilinear's host path
+    (the stable ABI has no C++ autograd)."""
+
+    @staticmethod
+    def forward(ctx, x, size):
+        ctx.input_size = list(x.shape)
+        return torch.ops.aten.upsample_bilinear2d(x, size, False)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return torch.ops.aten.upsample_bilinear2d_backward(grad, list(grad.shape[2:]), ctx.input_size, False), None
+
+
 def host_calls(up, device: str, shape, size, dtype) -> list[tuple[str, str, object]]:
     """[(step, path, fn)] for one host case; the tensors live as long as the closures."""
     ops, mode = torch.ops.ch06, "half_pixel"
@@ -118,6 +134,7 @@ def host_calls(up, device: str, shape, size, dtype) -> list[tuple[str, str, obje
     y_op = ops.upsample_bilinear2d(xg, size, mode, None, None, "gather")
     y_fn = up.upsample_bilinear(xg, size, mode=mode)
     y_ref = F.interpolate(xg, size=size, mode="bilinear", align_corners=False)
+    y_py = _PythonFormula.apply(xg, size)
     return [
         ("forward", "kernel op", lambda: ops._upsample_bilinear2d_kernel(x, size, mode, None, None)),
         ("forward", "operator", lambda: ops.upsample_bilinear2d(x, size, mode, None, None, "gather")),
@@ -128,12 +145,14 @@ def host_calls(up, device: str, shape, size, dtype) -> list[tuple[str, str, obje
         ("backward", "operator", lambda: torch.autograd.grad(y_op, xg, g, retain_graph=True)),
         ("backward", "upsample_bilinear", lambda: torch.autograd.grad(y_fn, xg, g, retain_graph=True)),
         ("backward", "F.interpolate", lambda: torch.autograd.grad(y_ref, xg, g, retain_graph=True)),
+        ("backward", "Python formula", lambda: torch.autograd.grad(y_py, xg, g, retain_graph=True)),
         ("forward + backward", "operator",
          lambda: torch.autograd.grad(ops.upsample_bilinear2d(xg, size, mode, None, None, "gather"), xg, g)),
         ("forward + backward", "upsample_bilinear",
          lambda: torch.autograd.grad(up.upsample_bilinear(xg, size, mode=mode), xg, g)),
         ("forward + backward", "F.interpolate",
          lambda: torch.autograd.grad(F.interpolate(xg, size=size, mode="bilinear", align_corners=False), xg, g)),
+        ("forward + backward", "Python formula", lambda: torch.autograd.grad(_PythonFormula.apply(xg, size), xg, g)),
     ]
 
 
@@ -276,9 +295,11 @@ def summary(doc: dict, short: bool = False) -> str:
                                                 "timing)." if profiled else
                                                 " (torch.profiler, one call, profiled right after its timing).")
                 + " The operator's autograd is torch.library's "
-                "(`register_autograd`); `upsample_bilinear` takes the eager path (`_Resize`).", "",
-                "| case | step | kernel op | operator | `upsample_bilinear` | `F.interpolate` |",
-                "|---|---|---|---|---|---|"]
+                "(`register_autograd`); `upsample_bilinear` takes the eager path (`_Resize`). *Python formula*: "
+                "`F.interpolate`'s own kernels under an `autograd.Function` written in Python, the floor of any "
+                "autograd formula in Python (the stable ABI has no C++ autograd).", "",
+                "| case | step | kernel op | operator | `upsample_bilinear` | `F.interpolate` | Python formula |",
+                "|---|---|---|---|---|---|---|"]
         for key in dict.fromkeys((tuple(r["shape"]), tuple(r["size"]), r["dtype"]) for r in host_rows):
             for step in ("forward", "backward", "forward + backward"):
                 cells = {r["path"]: r for r in host_rows
@@ -291,7 +312,8 @@ def summary(doc: dict, short: bool = False) -> str:
                     return f"{cells[p]['median_ms'] * 1e3:.1f} µs" + (
                         "" if k is None else f" ({k})" if gpu is None else f" ({k}: {gpu * 1e3:.1f} µs)")
                 out.append(f"| {list(key[0])} -> {list(key[1])} {key[2]} | {step} | "
-                           + " | ".join(cell(p) for p in ("kernel op", "operator", "upsample_bilinear", "F.interpolate"))
+                           + " | ".join(cell(p) for p in ("kernel op", "operator", "upsample_bilinear", "F.interpolate",
+                                                        "Python formula"))
                            + " |")
     return "\n".join(out) + "\n"
 

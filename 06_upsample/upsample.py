@@ -289,16 +289,16 @@ torch.library.register_autograd("ch06::upsample_bilinear2d_backward", _backward_
 
 class _Resize(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, size, mode, scale_h, scale_w, backward):
-        ctx.args = (list(x.shape[2:]), size, mode, scale_h, scale_w, backward)
-        return _launch(_forward_kernel, x, size, mode, scale_h, scale_w)
+    def forward(ctx, x, call):  # call: (input_size, size, mode, scale_h, scale_w, backward), checked
+        ctx.call = call
+        return _launch(_forward_kernel, x, *call[1:5])
 
     @staticmethod
     def backward(ctx, grad):
-        input_size, size, mode, scale_h, scale_w, method = ctx.args
+        input_size, size, mode, scale_h, scale_w, method = ctx.call
         if torch.is_grad_enabled() or not _plain(grad):  # create_graph=True: a differentiable backward
-            return _backward(grad, input_size, mode, method, scale_h, scale_w), None, None, None, None, None
-        return _launch_backward(grad, input_size, mode, method, scale_h, scale_w), None, None, None, None, None
+            return _backward(grad, input_size, mode, method, scale_h, scale_w), None
+        return _launch_backward(grad, input_size, mode, method, scale_h, scale_w), None
 
 
 # The eager calls whose arguments passed every check, keyed by what the checks read (shape,
@@ -309,7 +309,7 @@ _CHECKED: dict = {}
 
 def _plain(t) -> bool:
     """A plain CPU or CUDA tensor in eager mode, with nothing that needs to see the operator."""
-    return (type(t) in (torch.Tensor, torch.nn.Parameter) and t.device.type in ("cpu", "cuda")
+    return (type(t) in (torch.Tensor, torch.nn.Parameter) and (t.is_cpu or t.is_cuda)  # not t.device.type: µs
             and not torch.compiler.is_compiling()
             and not torch._C._are_functorch_transforms_active()
             and not is_in_torch_dispatch_mode()  # e.g. FakeTensorMode, FlopCounterMode
@@ -376,12 +376,9 @@ def upsample_bilinear(
     if plain:  # a call already checked once: its arguments are known good (_CHECKED)
         # repr, not the values: 8.0 == 8 and True == 1, but a float size or a bool must still fail its check
         key = (x.shape, x.dtype, x.device, repr((size, scale_factor, mode, backward, recompute_scale_factor)))
-        hit = _CHECKED.get(key)
-        if hit is not None:
-            out_hw, scale_h, scale_w = hit
-            if torch.is_grad_enabled() and x.requires_grad:
-                return _Resize.apply(x, out_hw, mode, scale_h, scale_w, backward)
-            return _launch(_forward_kernel, x, out_hw, mode, scale_h, scale_w)
+        call = _CHECKED.get(key)
+        if call is not None:
+            return _run(x, call)
     if not isinstance(x, torch.Tensor) or x.dim() != 4:
         shape = list(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
         raise ValueError(f"upsample_bilinear: x must be a 4-D (N, C, H, W) tensor, got {shape}")
@@ -401,7 +398,12 @@ def upsample_bilinear(
     _check_device("upsample_bilinear2d", "x", x)
     if len(_CHECKED) >= 4096:  # a program that resizes ever new shapes: start over
         _CHECKED.clear()
-    _CHECKED[key] = (list(out_hw), scales[0], scales[1])
-    if torch.is_grad_enabled() and x.requires_grad:
-        return _Resize.apply(x, list(out_hw), mode, scales[0], scales[1], backward)
-    return _launch(_forward_kernel, x, list(out_hw), mode, scales[0], scales[1])
+    call = _CHECKED[key] = (list(x.shape[2:]), list(out_hw), mode, scales[0], scales[1], backward)
+    return _run(x, call)
+
+
+def _run(x: torch.Tensor, call: tuple) -> torch.Tensor:
+    """An eager call with checked arguments: through _Resize when a gradient is wanted."""
+    if x.requires_grad and torch.is_grad_enabled():
+        return _Resize.apply(x, call)
+    return _launch(_forward_kernel, x, *call[1:5])
