@@ -323,8 +323,8 @@ VARIANTS = [
             "upsample.py", "_backward(grad, input_size, mode, backward, scale_h, scale_w)",
             "_backward(grad, input_size, mode, backward, None, None)"),
     Variant("eager-backward-drops-scales", "upsample_bilinear's eager path (_Resize) runs the backward without the scale factors",
-            "upsample.py", "return _launch_backward(grad, input_size, mode, method, scale_h, scale_w), None,",
-            "return _launch_backward(grad, input_size, mode, method, None, None), None,"),
+            "upsample.py", "return _launch_backward(grad, input_size, mode, method, scale_h, scale_w), None\n",
+            "return _launch_backward(grad, input_size, mode, method, None, None), None\n"),
     Variant("eager-cache-key-without-shape", "the checked-call cache forgets the input's shape: a scale factor's "
             "output size from another shape is reused",
             "upsample.py", "key = (x.shape, x.dtype, x.device, repr(", "key = (x.dtype, x.device, repr("),
