@@ -147,9 +147,12 @@ def check_variant(chapter: chapters.Chapter, variant: exercises.Variant, emulate
         if emulated_only:  # the judge's builds in one folder for the chapter's variants: incremental
             os.environ["COURSE_EMU_SLOT"] = str(SELFCHECK / chapter.number / "emu")
             try:
-                # chapter 06's ladder first (most such variants change a rung), then every emulated test
+                # chapter 06's table's choice (seconds) and ladder first (most such variants change a rung
+                # or its row's condition), then the other emulated tests
                 ladder = "def test_every_rung_emulated(" in chapter.test_file.read_text()
-                for keyword in ("every_rung_emulated", "emulated")[0 if ladder else 1:]:
+                keywords = (["dispatch_emulated", "every_rung_emulated",
+                             "emulated and not dispatch_emulated and not every_rung_emulated"] if ladder else ["emulated"])
+                for keyword in keywords:
                     doc, log = grading.run_tests(chapter, staged, None, report, cuda_build=False, stop_first=True,
                                                  keyword=keyword)
                     if doc is None or any(o in ("failed", "error") for o in doc["outcomes"].values()):

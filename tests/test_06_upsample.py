@@ -1548,24 +1548,91 @@ def every_rung_emulated(chapter_source) -> None:
     assert ran == {name for name, *_ in rows}, f"rungs that no case reached: {sorted({r[0] for r in rows} - ran)}"
 
 
+# The table's choice, as the op makes it (kernel ""), on cases at the edges of every automatic
+# row's condition: exact x0.5, x2 and x4 along W, with widths that are and are not multiples of a
+# pack; scale factors whose ratio is exact while the sizes are not (scale_factor=0.5 on an odd
+# width); 3 channels and a multiple of a pack in channels-last; wide windows (float32 column
+# packs); every mode (tf_legacy's taps at x2 are not half_pixel's). Each tensor once at the end of
+# its pages (a load past a row's end on the last row faults; the start is then only as aligned as
+# the size makes it) and once at their start.
+DISPATCH_CASES = [((1, 2, 6, 32), (3, 16), None), ((1, 2, 6, 33), (3, 16), (0.5, 0.5)),
+                  ((1, 2, 5, 16), (10, 32), None), ((1, 2, 5, 12), (10, 24), None),
+                  ((1, 2, 4, 16), (8, 64), None), ((1, 3, 5, 16), (10, 32), None), ((1, 3, 5, 13), (10, 26), None),
+                  ((1, 8, 4, 8), (8, 16), None), ((1, 8, 4, 8), (5, 16), None), ((1, 16, 3, 8), (6, 16), None),
+                  ((2, 5, 7, 9), (3, 4), None), ((1, 4, 3, 40), (5, 4), None)]
+
+
+def dispatch_emulated(chapter_source) -> None:
+    """test_dispatch_emulated's body, run in a process of its own."""
+    import sys
+
+    from coursekit import emulate
+    module = emulate.build("06-ladder", chapter_source)
+    for shape, size, scales in DISPATCH_CASES:
+        for mode in MODES:
+            sc = scales if scales is not None and mode == "half_pixel" else (None, None)
+            for layout in (torch.contiguous_format, torch.channels_last):
+                for dtype, at_end in ((torch.float32, True), (torch.bfloat16, True), (torch.float32, False)):
+                    where = "at the end of its pages" if at_end else "at the start of its pages"
+                    for forward in (True, False):
+                        t = torch.randn(shape if forward else shape[:2] + size, dtype=dtype)
+                        t = t.contiguous(memory_format=layout)
+                        target = size if forward else shape[2:]
+                        what = (f"the table's {'forward' if forward else 'gather'} (emulated), {mode}, {dtype}, "
+                                f"{list(t.shape)} -> {list(target)}, scales {sc}, {layout}, each tensor {where}")
+                        print(f"rung {what}", file=sys.stderr, flush=True)
+                        got = module.run(t, list(target), EMULATED_MODES[mode], forward, "gather", "", at_end, 1,
+                                         sc[0], sc[1])
+                        ref = ref_forward(t, size, mode, sc) if forward else ref_backward(t, shape[2:], mode, sc)
+                        check(got, ref, what)
+    for mode, shape, size in NONFINITE_CASES:  # the gathers' windows: no column outside a range is read
+        base = nonfinite_grad_out(*shape[:2], size, torch.float32)
+        ref = torch.ops.aten.upsample_bilinear2d_backward(base, list(size), list(shape), mode == "align_corners",
+                                                         None, None)
+        for layout in (torch.contiguous_format, torch.channels_last):
+            what = f"the table's gather (emulated), {mode}, grad_out {list(base.shape)} with NaN and inf, {layout}"
+            print(f"rung {what}", file=sys.stderr, flush=True)
+            got = module.run(base.float().contiguous(memory_format=layout), list(shape[2:]), EMULATED_MODES[mode],
+                             False, "gather", "", True, 1).double()
+            for name, mask in NONFINITE_MASKS:
+                wrong = (mask(got) != mask(ref)).nonzero().tolist()
+                assert not wrong, (f"{what}: {len(wrong)} elements where {name} should"
+                                   f"{' not' if not mask(ref)[tuple(wrong[0])] else ''} be, first at (n, c, h, w) = "
+                                   f"{tuple(wrong[0])}: got {got[tuple(wrong[0])].item()}, expected "
+                                   f"{ref[tuple(wrong[0])].item()} (a column of weight 0 still added: 0 * inf is NaN)")
+
+
+def run_emulated_apart(chapter_source, body: str, what: str) -> None:
+    """Run this module's function `body` in a process of its own: a crash of the judge then fails the
+    test, naming the last case it printed, instead of ending the test run."""
+    import subprocess
+    import sys
+
+    code = (f"import sys; sys.path[:0] = [{str(Path(__file__).parent)!r}]\n"
+            f"import test_06_upsample as t; t.{body}({str(chapter_source)!r})")
+    r = subprocess.run([sys.executable, "-X", "faulthandler", "-c", code], capture_output=True, text=True)
+    lines = r.stderr.strip().splitlines()
+    last_case = next((ln for ln in reversed(lines) if ln.startswith("rung ")), "before the first case")
+    problems = [ln for ln in lines if not ln.startswith("rung ")]
+    shown = problems if len(problems) <= 40 else problems[:28] + ["..."] + problems[-10:]  # the native stack's top
+    assert r.returncode == 0, (f"{what} ended with exit code {r.returncode} at {last_case}:\n" + "\n".join(shown))
+
+
 def test_every_rung_emulated(chapter_source):
     """Every rung on the CPU, without a GPU: 06_upsample/ladder.py's check through the GPU-free judge
     (coursekit/emulate.py: the chapter's CUDA files compiled for the CPU, run thread by thread, with
     warp shuffles, shared memory and atomics), each rung on every small case it applies to, both
     layouts, float32 and bfloat16, against the float64 reference; every rung must run. In a process
     of its own: a crash of the judge fails this test (naming the case) instead of the test run."""
-    import subprocess
-    import sys
+    run_emulated_apart(chapter_source, "every_rung_emulated", "the emulated ladder")
 
-    code = (f"import sys; sys.path[:0] = [{str(Path(__file__).parent)!r}]\n"
-            f"import test_06_upsample as t; t.every_rung_emulated({str(chapter_source)!r})")
-    r = subprocess.run([sys.executable, "-X", "faulthandler", "-c", code], capture_output=True, text=True)
-    lines = r.stderr.strip().splitlines()
-    last_case = next((ln for ln in reversed(lines) if ln.startswith("rung ")), "before the first case")
-    problems = [ln for ln in lines if not ln.startswith("rung ")]
-    shown = problems if len(problems) <= 40 else problems[:28] + ["..."] + problems[-10:]  # the native stack's top
-    assert r.returncode == 0, (f"the emulated ladder ended with exit code {r.returncode} at {last_case}:\n"
-                               + "\n".join(shown))
+
+def test_dispatch_emulated(chapter_source):
+    """The kernel the table picks, on the CPU through the GPU-free judge: DISPATCH_CASES in every
+    mode and layout, each tensor placed at the end and at the start of its guarded pages, against
+    the float64 reference; and the gathers with NaN and inf in grad_out, which reach exactly the
+    inputs whose ranges hold them (a window that sums a column outside its range meets one)."""
+    run_emulated_apart(chapter_source, "dispatch_emulated", "the emulated dispatch")
 
 
 @pytest.mark.cuda
