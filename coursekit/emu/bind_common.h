@@ -60,4 +60,28 @@ inline void check_written(const at::Tensor& out, const std::string& name, const 
                            at + ")");
 }
 
+// Chapters 02 and 03: the trilinear forward on N cubes (N * 8 * F past 2^31 elements), all zero
+// but the last T = tail_feats.size(0) cubes, in reserved memory; launch(feats, points, out) runs
+// with only its first block and its last T blocks emulated (each holds one cube or more, so they
+// cover the last T cubes, where a 32-bit offset wraps). Returns out's last T rows.
+template <typename Launch>
+at::Tensor trilinear_tail(const at::Tensor& tail_feats, const at::Tensor& tail_points, int64_t N, int64_t seed,
+                          Launch&& launch) {
+  st().rng.seed(static_cast<unsigned>(seed));
+  const int64_t T = tail_feats.size(0), F = tail_feats.size(2);
+  at::Tensor feats = sparse_zeros({N, 8, F}, tail_feats.options(), "feats");
+  at::Tensor points = sparse_zeros({N, 3}, tail_points.options(), "points");
+  at::Tensor out = sparse_zeros({N, F}, tail_feats.options(), "out");
+  feats.narrow(0, N - T, T).copy_(tail_feats);
+  points.narrow(0, N - T, T).copy_(tail_points);
+  at::Tensor tail = out.narrow(0, N - T, T);
+  memset(tail.data_ptr(), 0xFF, static_cast<size_t>(tail.numel()) * tail.element_size());  // the poison
+  {
+    SampledLaunch sampled(T);
+    launch(feats, points, out);
+  }
+  check_written(tail, "out's last cubes", "(n - (N - " + std::to_string(T) + "), f)");
+  return tail.clone();
+}
+
 }  // namespace emu
