@@ -17,7 +17,9 @@ emulation headers; emu/cuda_emu_late.h is included after the file's own includes
 block, ...), [&] { kernel(args); })`. The copies and a small binding per chapter
 (emu/bind_NN.cpp) are compiled with the host compiler into an extension of their own,
 at -O0: every load the learner wrote stays a load (an optimiser would drop a load whose
-value is never used, and with it the out-of-bounds read a GPU build may keep).
+value is never used, and with it the out-of-bounds read a GPU build may keep); and with
+-fsanitize=alignment trapping: a 16-byte pack read from an address that is not a multiple of
+16 works on a CPU, and stops a kernel on a GPU ("misaligned address"), so the judge stops it too.
 
     from coursekit import emulate
     mod = emulate.build("02", source_folder)   # None: the chapter itself
@@ -34,6 +36,9 @@ from types import ModuleType
 from . import ROOT, chapters
 
 EMU = Path(__file__).resolve().parent / "emu"
+# A misaligned access (an object read or written at an address that is not a multiple of its
+# alignment) executes a trap instruction: SIGILL, which the judge reports with the thread.
+ALIGNMENT = ["-fsanitize=alignment", "-fsanitize-undefined-trap-on-error"]
 BUILD = ROOT / ".build" / "emu"
 INCLUDES = {
     "<cuda_runtime.h>": '"cuda_emu.h"',
@@ -157,7 +162,7 @@ def build_program(source: str | Path, defines: tuple[str, ...] = ()) -> Path:
         out.mkdir(parents=True, exist_ok=True)
         (out / f"{source.stem}.cpp").write_text(text)
         tmp = Path(f"{exe}.{os.getpid()}")  # then renamed: a parallel build of the same program is harmless
-        cmd = ["c++", "-std=c++17", "-O0", "-g", "-DCOURSE_EMULATE", *(f"-D{d}" for d in defines), f"-I{EMU}", f"-I{source.parent}",
+        cmd = ["c++", "-std=c++17", "-O0", "-g", *ALIGNMENT, "-DCOURSE_EMULATE", *(f"-D{d}" for d in defines), f"-I{EMU}", f"-I{source.parent}",
                "-include", "cuda_emu_runtime.h", str(out / f"{source.stem}.cpp"), "-o", str(tmp)]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
@@ -214,5 +219,6 @@ def build(number: str, source: str | Path | None = None) -> ModuleType:
                     # (upsample_forward_cuda, ...). Not -Bsymbolic: that would also bind the C++
                     # library's template statics it instantiates (a locale facet's id) to its own
                     # copies, and a stream's output then crashes.
-                    extra_cflags=["-O0", "-DCOURSE_EMULATE", "-Wno-unused-variable", "-fvisibility=hidden"],
+                    extra_cflags=["-O0", *ALIGNMENT, "-DCOURSE_EMULATE", "-Wno-unused-variable",
+                                  "-fvisibility=hidden"],
                     verbose=False)

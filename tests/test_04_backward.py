@@ -420,14 +420,17 @@ def test_points_grad_cpu_nonfinite(ext, ref, dtype):
 # no thread writes is an error). Each case runs twice (tensors ending, then starting, where their
 # memory does), with two thread orders, and both runs must agree bit for bit.
 class _Emulated:
-    """The emulated judge with the extension's backward(grad_out, feats, points, need_feats, need_points)."""
+    """The emulated judge with the extension's backward(grad_out, feats, points, need_feats, need_points);
+    offsets: grad_out and feats start that many elements past a 16-byte boundary."""
 
-    def __init__(self, module):
-        self.module = module
+    def __init__(self, module, offsets: tuple[int, int] = (0, 0)):
+        self.module, self.offsets = module, offsets
 
     def backward(self, grad_out, feats, points, need_feats, need_points):
-        runs = [self.module.backward(grad_out, feats, points, need_feats, need_points, at_end, seed)
-                for at_end, seed in ((True, 1), (False, 2))]
+        # with an offset, both runs at the start of their pages: the offset then misaligns both
+        placements = ((False, 1), (False, 2)) if any(self.offsets) else ((True, 1), (False, 2))
+        runs = [self.module.backward(grad_out, feats, points, need_feats, need_points, at_end, seed, *self.offsets)
+                for at_end, seed in placements]
         for a, b in zip(*runs):
             assert_bitwise(b, a, what="the emulated backward, run again with another thread order")
         got = iter(runs[0])
@@ -444,6 +447,18 @@ def emulated(chapter_source):
 @pytest.mark.parametrize("N, F", SIZES + [(33, 256), (9, 512), (7, 4104)] + ODD_WARPS)
 def test_points_reduction_emulated(emulated, ref, dtype, N, F):
     check_backward(emulated, ref, *inputs(N, F, "cpu", dtype))
+
+
+@pytest.mark.exercise("points-reduction")
+@pytest.mark.parametrize("which", ["grad_out", "feats"])
+@pytest.mark.parametrize("N, F", [(5, 64), (33, 256)])
+def test_points_reduction_emulated_unaligned(emulated, ref, dtype, N, F, which):
+    """grad_out, or feats, one element past a 16-byte boundary (a view with an offset), the other
+    tensors aligned: the launch must take the scalar path, since a GPU stops a misaligned 16-byte
+    load, and so does the judge."""
+    offsets = (1, 0) if which == "grad_out" else (0, 1)
+    check_backward(_Emulated(emulated.module, offsets), ref, *inputs(N, F, "cpu", dtype),
+                   what=f" ({which} one element past a 16-byte boundary; emulated)")
 
 
 @pytest.mark.exercise("points-reduction")

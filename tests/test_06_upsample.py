@@ -1554,7 +1554,8 @@ def every_rung_emulated(chapter_source) -> None:
 # width); 3 channels and a multiple of a pack in channels-last; wide windows (float32 column
 # packs); every mode (tf_legacy's taps at x2 are not half_pixel's). Each tensor once at the end of
 # its pages (a load past a row's end on the last row faults; the start is then only as aligned as
-# the size makes it) and once at their start.
+# the size makes it), once at their start, and once with the input one element past a 16-byte
+# boundary (a view: a vector path taken then reads a misaligned pack, which the judge stops).
 DISPATCH_CASES = [((1, 2, 6, 32), (3, 16), None), ((1, 2, 6, 33), (3, 16), (0.5, 0.5)),
                   ((1, 2, 5, 16), (10, 32), None), ((1, 2, 5, 12), (10, 24), None),
                   ((1, 2, 4, 16), (8, 64), None), ((1, 3, 5, 16), (10, 32), None), ((1, 3, 5, 13), (10, 26), None),
@@ -1572,8 +1573,10 @@ def dispatch_emulated(chapter_source) -> None:
         for mode in MODES:
             sc = scales if scales is not None and mode == "half_pixel" else (None, None)
             for layout in (torch.contiguous_format, torch.channels_last):
-                for dtype, at_end in ((torch.float32, True), (torch.bfloat16, True), (torch.float32, False)):
-                    where = "at the end of its pages" if at_end else "at the start of its pages"
+                for dtype, at_end, offset in ((torch.float32, True, 0), (torch.bfloat16, True, 0),
+                                              (torch.float32, False, 0), (torch.bfloat16, False, 1)):
+                    where = ("at the end of its pages" if at_end else "at the start of its pages") + (
+                        ", the input one element past a 16-byte boundary" if offset else "")
                     for forward in (True, False):
                         t = torch.randn(shape if forward else shape[:2] + size, dtype=dtype)
                         t = t.contiguous(memory_format=layout)
@@ -1582,7 +1585,7 @@ def dispatch_emulated(chapter_source) -> None:
                                 f"{list(t.shape)} -> {list(target)}, scales {sc}, {layout}, each tensor {where}")
                         print(f"rung {what}", file=sys.stderr, flush=True)
                         got = module.run(t, list(target), EMULATED_MODES[mode], forward, "gather", "", at_end, 1,
-                                         sc[0], sc[1])
+                                         sc[0], sc[1], offset)
                         ref = ref_forward(t, size, mode, sc) if forward else ref_backward(t, shape[2:], mode, sc)
                         check(got, ref, what)
     for mode, shape, size in NONFINITE_CASES:  # the gathers' windows: no column outside a range is read

@@ -6,11 +6,14 @@
 void trilinear_backward_cuda(const at::Tensor& grad_out, const at::Tensor& feats, const at::Tensor& points,
                              at::Tensor& grad_feats, at::Tensor& grad_points);
 
+// grad_out_offset, feats_offset: those tensors start that many elements into their buffers (off
+// the 16-byte grid, where the vector path must not be taken).
 std::vector<at::Tensor> backward(const at::Tensor& grad_out, const at::Tensor& feats, const at::Tensor& points,
-                                 bool need_feats, bool need_points, bool at_end, int64_t seed) {
+                                 bool need_feats, bool need_points, bool at_end, int64_t seed,
+                                 int64_t grad_out_offset, int64_t feats_offset) {
   emu::st().rng.seed(static_cast<unsigned>(seed));
-  const at::Tensor g = emu::guarded_copy(grad_out, at_end, "grad_out");
-  const at::Tensor f = emu::guarded_copy(feats, at_end, "feats");
+  const at::Tensor g = emu::guarded_copy(grad_out, at_end, "grad_out", grad_out_offset);
+  const at::Tensor f = emu::guarded_copy(feats, at_end, "feats", feats_offset);
   const at::Tensor p = emu::guarded_copy(points, at_end, "points");
   at::Tensor grad_feats, grad_points;
   if (need_feats) grad_feats = emu::guarded_empty(feats.sizes(), feats.options(), at_end, "grad_feats");
@@ -44,6 +47,8 @@ at::Tensor points_grad_atomic(const at::Tensor& grad_out, const at::Tensor& feat
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("backward", &backward, "trilinear backward, CUDA code emulated on the CPU");
+  m.def("backward", &backward, "trilinear backward, CUDA code emulated on the CPU", py::arg("grad_out"),
+        py::arg("feats"), py::arg("points"), py::arg("need_feats"), py::arg("need_points"), py::arg("at_end"),
+        py::arg("seed"), py::arg("grad_out_offset") = 0, py::arg("feats_offset") = 0);
   m.def("points_grad_atomic", &points_grad_atomic, "the atomic comparison kernels, emulated on the CPU");
 }

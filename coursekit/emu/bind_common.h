@@ -10,10 +10,14 @@
 namespace emu {
 
 // A copy of t (contiguous) in a guarded buffer; at_end: it ends where the buffer ends.
-inline at::Tensor guarded_copy(const at::Tensor& t, bool at_end, const std::string& name) {
+// offset: the copy starts that many elements into its buffer (a view whose data is off the
+// 16-byte grid: a vector path taken then reads a misaligned pack, which the judge stops).
+inline at::Tensor guarded_copy(const at::Tensor& t, bool at_end, const std::string& name, int64_t offset = 0) {
   const at::Tensor c = t.contiguous();
-  void* p = guarded_alloc(static_cast<size_t>(c.numel()) * c.element_size(), c.element_size(), at_end, name);
-  at::Tensor g = torch::from_blob(p, c.sizes(), [](void* q) { guarded_free(q); }, c.options());
+  const size_t n = static_cast<size_t>(c.numel() + offset);
+  char* p = static_cast<char*>(guarded_alloc(n * c.element_size(), c.element_size(), at_end, name));
+  at::Tensor g = torch::from_blob(p + offset * c.element_size(), c.sizes(), [p](void*) { guarded_free(p); },
+                                  c.options());
   g.copy_(c);
   return g;
 }

@@ -35,7 +35,10 @@
 //     and a launch sampled (SampledLaunch: its first block and its last ones), so that the
 //     blocks where a 32-bit offset wraps run on a laptop;
 //   - a launch must be on PyTorch's current stream (current_stream), and where a test asks
-//     (NoteStores) the judge says how often neighbouring lanes of a warp store far apart.
+//     (NoteStores) the judge says how often neighbouring lanes of a warp store far apart;
+//   - a load or store of a 16- or 8-byte type (a pack, uint4, float2) at an address off its
+//     alignment stops the launch, as "misaligned address" stops a GPU's: the judge's build
+//     traps on misaligned accesses (-fsanitize=alignment, emulate.py), SIGILL here.
 // What it does not: speed, caches, the real memory model's subtleties.
 // A GPU run adds those. Atomics are plain read-modify-writes (threads take turns
 // only at barriers and shuffles, so they cannot interleave).
@@ -87,6 +90,13 @@ typedef int cudaError_t;
 constexpr cudaError_t cudaSuccess = 0;
 inline cudaError_t cudaGetLastError() { return cudaSuccess; }
 inline const char* cudaGetErrorString(cudaError_t) { return "no error"; }
+// The judge's GPU has one SM: a launch sized to fill the GPU (1024 threads an SM) takes its
+// small-tensor choices on the tests' smallest shapes and its usual ones on the others.
+enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount = 16 };
+inline cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int) {
+  *value = attr == cudaDevAttrMultiProcessorCount ? 1 : 0;
+  return cudaSuccess;
+}
 constexpr int warpSize = 32;
 // The chapter's `__CUDA_ARCH__` tests read this (coursekit/emulate.py renames them): the judge
 // takes the code paths of a GPU without cp.async (compute capability 7.5).
@@ -145,7 +155,7 @@ struct State {
   std::vector<Guarded> buffers;
   Fault fault;
   bool handler = false;
-  struct sigaction previous[3];  // SIGSEGV, SIGBUS, SIGFPE as they were (Python's faulthandler, say)
+  struct sigaction previous[4];  // SIGSEGV, SIGBUS, SIGFPE, SIGILL as they were (Python's faulthandler, say)
   sigjmp_buf escape;  // a fault outside every guarded buffer ends the launch here
   bool armed = false;
   std::vector<std::pair<void*, size_t>> shared;  // the __shared__ variables made (shared_alloc)
@@ -255,11 +265,16 @@ inline void on_segv(int sig, siginfo_t* info, void* uc) {
       return;
     }
   }
-  if (s.armed && s.cur) {  // a wild address, or an integer division by zero, inside a kernel: an error
+  if (s.armed && s.cur) {  // a wild address, a division by zero or a misaligned access inside a kernel: an error
     s.fault.set = true;
     s.fault.what = sig == SIGFPE ? "an integer division by zero (a GPU gives garbage, no error), in " + where()
-                                 : "an access at an address outside every tensor (a wild index: a value read past "
-                                   "the end of a table, computed from garbage, or computed in 32 bits and wrapped past 2^31?), in " + where();
+                   : sig == SIGILL
+                       ? "a misaligned access: a load or store of a 16- or 8-byte type (a pack, uint4, float2...) at "
+                         "an address that is not a multiple of its alignment (a GPU stops the kernel: \"misaligned "
+                         "address\"; is the pointer's alignment checked before the vector path is taken?), in " +
+                             where()
+                       : "an access at an address outside every tensor (a wild index: a value read past "
+                         "the end of a table, computed from garbage, or computed in 32 bits and wrapped past 2^31?), in " + where();
     siglongjmp(s.escape, 1);
   }
   // Not ours: say where it happened (the native stack, which Python's faulthandler does not
@@ -271,7 +286,7 @@ inline void on_segv(int sig, siginfo_t* info, void* uc) {
   if (len > 0) (void)!write(2, line, static_cast<size_t>(len));
   void* frames[64];
   backtrace_symbols_fd(frames, backtrace(frames, 64), 2);
-  sigaction(sig, &s.previous[sig == SIGSEGV ? 0 : sig == SIGBUS ? 1 : 2], nullptr);
+  sigaction(sig, &s.previous[sig == SIGSEGV ? 0 : sig == SIGBUS ? 1 : sig == SIGFPE ? 2 : 3], nullptr);
 }
 
 // The instruction after a watched write: close the pages it opened (see State::watching).
@@ -381,6 +396,7 @@ inline void install_handler() {
   sigaction(SIGSEGV, &sa, &s.previous[0]);
   sigaction(SIGBUS, &sa, &s.previous[1]);
   sigaction(SIGFPE, &sa, &s.previous[2]);
+  sigaction(SIGILL, &sa, &s.previous[3]);  // -fsanitize=alignment's trap (coursekit/emulate.py)
   struct sigaction trap;
   memset(&trap, 0, sizeof(trap));
   trap.sa_sigaction = on_trap;

@@ -233,15 +233,12 @@ VARIANTS = [
             "csrc/trilinear_cuda.cu", "weight[k] = corner_weight<opmath_t>(k, u, v, w);\n      corner_weight_grad",
             "weight[k] = static_cast<scalar_t>(corner_weight<opmath_t>(k, u, v, w));\n      corner_weight_grad",
             cuda_only=True),
-    # A misaligned 16-byte load works on a CPU: only a GPU's "misaligned address" error catches these two.
     Variant("cuda-packs-ignore-alignment", "takes the 16-byte path without checking grad_out's alignment",
             "csrc/trilinear_cuda.cu", "return grad_out.size(1) % kVec == 0 && aligned16(grad_out.const_data_ptr()) &&",
-            "return grad_out.size(1) % kVec == 0 &&", cuda_only=True,
-            gpu_only=True),
+            "return grad_out.size(1) % kVec == 0 &&", cuda_only=True),
     Variant("cuda-packs-ignore-feats-alignment", "takes the 16-byte path without checking feats' alignment",
             "csrc/trilinear_cuda.cu", "(!grad_points.defined() || aligned16(feats.const_data_ptr())) &&", "",
-            cuda_only=True,
-            gpu_only=True),
+            cuda_only=True),
     # ------------------------------------------------------------------ the atomic comparison kernels
     Variant("atomic-no-determinism-alert", "the atomic comparison kernels run silently under deterministic mode",
             "csrc/trilinear.cpp", '  at::globalContext().alertNotDeterministic("trilinear_points_grad_atomic");\n', "",
