@@ -55,7 +55,8 @@ RENAMES = {"__CUDA_ARCH__": "COURSE_EMU_CUDA_ARCH", "torch::stable::accelerator:
 SPECS = {
     "02": {"sources": ["trilinear_cuda.cu"], "bindings": ["bind_02.cpp"]},
     "03": {"sources": ["trilinear_cuda.cu", "trilinear.cpp", "trilinear_cpu.cpp"], "bindings": ["bind_03.cpp"]},
-    "04": {"sources": ["trilinear_cuda.cu"], "bindings": ["bind_04.cpp"]},
+    "04": {"sources": ["trilinear_cuda.cu", "gelu_cuda.cu"], "bindings": ["bind_04.cpp"]},
+    "05": {"sources": ["trilinear_cuda.cu"], "bindings": ["bind_05.cpp"]},  # no exercise: the kernels' tests
     "06": {"sources": ["gather_plain.cu", "plan.cu"], "bindings": ["bind_06.cpp", "bind_06_kernels.cpp", "bind_06_tables.cpp"]},
     # every kernel of chapter 06's ladder, through its dispatch (06_upsample/ladder.py --emulated)
     "06-ladder": {"sources": ["*.cu"], "bindings": ["bind_06_ladder.cpp", "bind_06_ladder_kernels.cpp", "bind_06_tables.cpp"]},

@@ -942,6 +942,32 @@ def test_atomic_comparison_kernels(ext, ref, device, warp_reduce):
         ext.points_grad_atomic(grad_out.half(), feats.half(), points.half(), warp_reduce)
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16, torch.bfloat16], ids=str)
+def test_gelu_cuda_emulated(emulated, dtype):
+    """GELU's CUDA kernels, forward and backward, through the GPU-free judge: one element, a tail
+    after the last 16-byte pack, several blocks, and inputs one element past a 16-byte boundary
+    (the scalar path), each tensor at the end and at the start of its pages."""
+    gen = torch.Generator().manual_seed(4)
+    for numel, offset in ((1, 0), (37, 0), (4099, 0), (4099, 1)):
+        x = (torch.randn(numel, dtype=torch.float64, generator=gen) * 3).to(dtype)
+        grad_out = torch.randn(numel, dtype=torch.float64, generator=gen).to(dtype)
+        for at_end in (True, False):
+            what = (f"the CUDA gelu (emulated), {dtype}, {numel} elements" + (", one past 16 bytes" if offset else "")
+                    + (", ending where its pages end" if at_end else ""))
+            out = emulated.module.gelu(None, x, at_end, 1, offset)
+            if dtype == torch.float32:  # element by element (see GELU32_ULPS): a few values have no norm to hide in
+                assert_gelu_float32(out, x, Fn.gelu(x.double()), 1.0, what=f"{what}, forward")
+            else:
+                assert_matches(out, Fn.gelu(x.double()), dtype, what=f"{what}, forward")
+            grad_in, ref = emulated.module.gelu(grad_out, x, at_end, 1, offset), gelu_grad_ref(grad_out, x)
+            if dtype == torch.float64:
+                assert_float64(grad_in, ref, what=f"{what}, backward")
+            elif dtype == torch.float32:
+                assert_gelu_float32(grad_in, x, ref, grad_out.double().abs(), what=f"{what}, backward")
+            else:
+                assert_rounded(grad_in, ref, what=f"{what}, backward")
+
+
 @pytest.mark.parametrize("warp_reduce", [False, True], ids=["per-thread", "per-warp"])
 def test_atomic_comparison_kernels_emulated(emulated, ref, warp_reduce):
     """The atomic comparison kernels through the GPU-free judge (atomics are plain read-modify-writes

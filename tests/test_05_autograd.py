@@ -415,6 +415,33 @@ def test_backward_op(ext, device, dtype, need_feats, need_points, give_feats):
                 f"{tuple(got.shape)}, {got.dtype} on {got.device}")
 
 
+def test_cuda_kernels_emulated(chapter_source, dtype):
+    """The CUDA forward and backward (csrc/trilinear_cuda.cu) through the GPU-free judge
+    (coursekit/emulate.py), on a machine without a GPU too: F a multiple of a 16-byte pack (its
+    vector path) and not, feats and grad_out one element past a 16-byte boundary (the scalar path:
+    the judge stops a misaligned pack, as a GPU does), every combination of gradients needed (feats
+    is passed only when the points' gradient needs it), each tensor at the end and at the start of
+    its guarded pages."""
+    from coursekit import emulate
+    module = emulate.build("05", chapter_source)
+    for (N, F), offset in itertools.product([(5, 64), (13, 67)], (0, 1)):
+        feats, points = inputs(N, F, "cpu", dtype, which="none")
+        grad_out = torch.randn(N, F, dtype=torch.float64).to(dtype)
+        ref_feats, ref_points = REFERENCE.trilinear_grads(grad_out, feats, points)
+        for at_end in (True, False):
+            what = (f"the CUDA kernels (emulated), {dtype}, N={N} F={F}" + (", one past 16 bytes" if offset else "")
+                    + (", ending where its pages end" if at_end else ""))
+            check_result(module.forward(feats, points, at_end, 1, offset), reference_out(feats, points), dtype,
+                         f"{what}: out")
+            for need_feats, need_points in ((True, True), (True, False), (False, True)):
+                got = iter(module.backward(grad_out, feats, points, need_feats, need_points, at_end, 1, offset))
+                if need_feats:
+                    check_result(next(got), ref_feats, dtype, f"{what}: grad_feats")
+                if need_points:
+                    check_result(next(got), ref_points, dtype,
+                                 f"{what}: grad_points{'' if need_feats else ' alone (feats not needed for grad_feats)'}")
+
+
 def layouts(t):
     """The same values as `t` in other layouts: transposed storage, an offset slice, every other element."""
     out = {"transposed": t.transpose(0, -1).contiguous().transpose(0, -1) if t.dim() > 1 else t,

@@ -1588,7 +1588,9 @@ def dispatch_emulated(chapter_source) -> None:
                                          sc[0], sc[1], offset)
                         ref = ref_forward(t, size, mode, sc) if forward else ref_backward(t, shape[2:], mode, sc)
                         check(got, ref, what)
-    for mode, shape, size in NONFINITE_CASES:  # the gathers' windows: no column outside a range is read
+    # the gathers' windows: no column outside a range is read; the last case is exact x2 along W only
+    # (x0.5 along H; channels-last: gather_nhwc_x2, where the tile takes x2 on both axes)
+    for mode, shape, size in NONFINITE_CASES + [("half_pixel", (1, 16, 8, 6), (4, 12))]:
         base = nonfinite_grad_out(*shape[:2], size, torch.float32)
         ref = torch.ops.aten.upsample_bilinear2d_backward(base, list(size), list(shape), mode == "align_corners",
                                                          None, None)

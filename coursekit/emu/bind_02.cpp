@@ -9,7 +9,10 @@ at::Tensor forward(const at::Tensor& feats, const at::Tensor& points, bool at_en
   const at::Tensor f = emu::guarded_copy(feats, at_end, "feats");
   const at::Tensor p = emu::guarded_copy(points, at_end, "points");
   at::Tensor out = emu::guarded_empty({feats.size(0), feats.size(2)}, feats.options(), at_end, "out");
-  trilinear_forward_cuda(f, p, out);
+  {
+    emu::OneStorePerElement one;  // the design: one store per element of out
+    trilinear_forward_cuda(f, p, out);
+  }
   emu::check_written(out, "out", "(n, f)");
   return out.clone();
 }

@@ -13,7 +13,10 @@ at::Tensor forward(const at::Tensor& feats, const at::Tensor& points, const std:
   at::Tensor out = emu::guarded_empty({feats.size(0), feats.size(2)}, feats.options(), at_end, "out");
   const Mapping m = mapping == "naive" ? Mapping::naive : mapping == "coalesced" ? Mapping::coalesced
                                                                                    : Mapping::vectorized;
-  trilinear_forward_cuda(f, p, out, m);
+  {
+    emu::OneStorePerElement one;  // the design: one store per element of out
+    trilinear_forward_cuda(f, p, out, m);
+  }
   emu::check_written(out, "out", "(n, f)");
   return out.clone();
 }

@@ -46,7 +46,28 @@ at::Tensor points_grad_atomic(const at::Tensor& grad_out, const at::Tensor& feat
   return grad_points.clone();
 }
 
+void gelu_forward_cuda(const at::Tensor& x, at::Tensor& out);
+void gelu_backward_cuda(const at::Tensor& grad_out, const at::Tensor& x, at::Tensor& grad_in);
+
+// The chapter's GELU kernels: the forward of x, or with grad_out the backward; x and grad_out
+// start `offset` elements into their buffers (off the 16-byte grid when offset > 0).
+at::Tensor gelu(const std::optional<at::Tensor>& grad_out, const at::Tensor& x, bool at_end, int64_t seed,
+                int64_t offset) {
+  emu::st().rng.seed(static_cast<unsigned>(seed));
+  const at::Tensor xg = emu::guarded_copy(x, at_end, "x", offset);
+  const char* name = grad_out ? "grad_in" : "out";
+  at::Tensor out = emu::guarded_empty(x.sizes(), x.options(), at_end, name);
+  if (grad_out) {
+    gelu_backward_cuda(emu::guarded_copy(*grad_out, at_end, "grad_out", offset), xg, out);
+  } else {
+    gelu_forward_cuda(xg, out);
+  }
+  emu::check_written(out, name, "(i)");
+  return out.clone();
+}
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("gelu", &gelu, "GELU's CUDA kernels (forward, or backward with grad_out), emulated on the CPU");
   m.def("backward", &backward, "trilinear backward, CUDA code emulated on the CPU", py::arg("grad_out"),
         py::arg("feats"), py::arg("points"), py::arg("need_feats"), py::arg("need_points"), py::arg("at_end"),
         py::arg("seed"), py::arg("grad_out_offset") = 0, py::arg("feats_offset") = 0);

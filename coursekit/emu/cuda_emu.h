@@ -182,6 +182,7 @@ struct State {
   // neighbouring lanes of a warp (linear thread ids t, t + 1) wrote their k-th elements more than
   // 16 bytes apart, i.e. not into one contiguous run (uncoalesced).
   bool note_stores = false;
+  bool one_store = false;  // OneStorePerElement: a second store of an element, even of the same value, is an error
   struct StoreNote {
     std::string tensor;
     long long pairs = 0, apart = 0;
@@ -306,15 +307,18 @@ inline void on_trap(int sig, siginfo_t*, void* uc) {
     if (w.previous < 0 || w.previous == me || s.fault.set) continue;
     uint64_t after = 0;
     memcpy(&after, w.buffer->data + w.index * w.buffer->elem, std::min<size_t>(w.buffer->elem, 8));
-    const bool same_block = w.previous / s.n == me / s.n;
-    if (same_block && after == w.before) continue;
+    const bool same_block = w.previous / s.n == me / s.n, same_value = after == w.before;
+    if (same_block && same_value && !s.one_store) continue;
     s.fault.set = true;
     s.fault.what = "two threads write " + w.buffer->name + " element " + std::to_string(w.index) + ": " +
                    thread_text(w.previous) + ", then " + thread_text(me) + ", in kernel " + s.kernel +
-                   (same_block ? " (another value: a race, the value that stays depends on their order; one thread "
-                                 "per element, or combine the values first)"
-                               : " (an element has one owner: does a loop step by blockDim where it should step "
-                                 "by gridDim * blockDim, or do two threads compute the same index?)");
+                   (!same_block ? " (an element has one owner: does a loop step by blockDim where it should step "
+                                  "by gridDim * blockDim, or do two threads compute the same index?)"
+                    : !same_value ? " (another value: a race, the value that stays depends on their order; one thread "
+                                    "per element, or combine the values first)"
+                                  : " (the same value again: in this kernel's design each element is stored once, by "
+                                    "one thread; does a loop step by less than the threads that share it, e.g. 32 "
+                                    "where the block has blockDim.x threads along it? Right values, repeated work)");
   }
   s.pending.clear();
   const long page = sysconf(_SC_PAGESIZE);
@@ -358,6 +362,13 @@ inline void note_stores() {
     s.stores.push_back(note);
   }
 }
+
+// While one lives, an element of a watched tensor stored by two threads is an error even when they
+// are of one block and store the same value: for kernels whose design stores each element once.
+struct OneStorePerElement {
+  OneStorePerElement() { st().one_store = true; }
+  ~OneStorePerElement() { st().one_store = false; }
+};
 
 struct NoteStores {
   NoteStores() {

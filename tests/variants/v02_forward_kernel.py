@@ -101,6 +101,10 @@ VARIANTS = [
     Variant("int32-offsets", "feats[n] located with a 32-bit offset", CU,
             "const scalar_t* f_n = feats + n * 8 * F;  // 64-bit offsets",
             "const int offset = n * 8 * F;\n  const scalar_t* f_n = feats + offset;  // 32-bit offsets", cuda_only=True),
+    Variant("feature-loop-steps-by-a-warp", "the loop over f steps by 32 where the block has blockDim.x threads along "
+            "it: the block's threads redo each other's features (right values, repeated work)",
+            CU, "for (int64_t f = threadIdx.x; f < F; f += blockDim.x) {",
+            "for (int64_t f = threadIdx.x; f < F; f += 32) {", cuda_only=True),
     Variant("cube-index-32bit-product", "the cube index's product taken in 32 bits, then widened: wraps at 2^32 cubes",
             CU, "static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y",
             "static_cast<int64_t>(blockIdx.x * blockDim.y) + threadIdx.y", cuda_only=True),

@@ -183,6 +183,10 @@ VARIANTS = [
     Variant("vectorized-one-pack-per-thread", "no loop over the row: packs past blockDim.x are never written",
             "csrc/trilinear_cuda.cu", "for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {",
             "for (int64_t p = threadIdx.x; p < packs && p < blockDim.x; p += blockDim.x) {", cuda_only=True),
+    Variant("vectorized-pack-loop-steps-by-a-warp", "the loop over packs steps by 32 where the block has blockDim.x "
+            "threads along it: the block's threads redo each other's packs (right values, repeated work)",
+            "csrc/trilinear_cuda.cu", "for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {",
+            "for (int64_t p = threadIdx.x; p < packs; p += 32) {", cuda_only=True),
     Variant("vectorized-one-pack-past-the-row", "loops to p <= packs: one pack past the end of each row",
             "csrc/trilinear_cuda.cu", "for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {",
             "for (int64_t p = threadIdx.x; p <= packs; p += blockDim.x) {", cuda_only=True),
