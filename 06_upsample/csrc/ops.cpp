@@ -108,6 +108,22 @@ static bool channels_last_like(const Tensor& t) {
   return true;
 }
 
+// t packed in that layout, as torch::stable::contiguous makes it: t itself when it already is (the
+// usual case, and no call through the dispatcher), else a packed copy. Strides of axes of size 1
+// do not matter, as in PyTorch's is_contiguous.
+static Tensor packed(const Tensor& t, bool nhwc) {
+  static constexpr int64_t kNchw[] = {3, 2, 1, 0}, kNhwc[] = {1, 3, 2, 0};  // innermost axis first
+  int64_t expected = 1;
+  bool is_packed = true;
+  for (int64_t d : nhwc ? kNhwc : kNchw) {
+    is_packed = is_packed && (t.size(d) == 1 || t.stride(d) == expected);
+    expected *= t.size(d);
+  }
+  return is_packed || expected == 0 ? t
+                                    : torch::stable::contiguous(t, nhwc ? MemoryFormat::ChannelsLast
+                                                                        : MemoryFormat::Contiguous);
+}
+
 static ResizeGeometry geometry(int64_t planes, int64_t H_in, int64_t W_in, int64_t H_out, int64_t W_out, Mode mode,
                                std::optional<double> scale_h, std::optional<double> scale_w) {
   return {planes, H_in, W_in, H_out, W_out, mode, bounded_scale(scale_h, H_in), bounded_scale(scale_w, W_in)};
@@ -129,7 +145,7 @@ static Tensor forward_impl(const Tensor& x_in, const std::vector<int64_t>& size,
   // input is copied once into the packed form of its layout (free when x is
   // already packed, the usual case).
   const bool nhwc = channels_last_like(x_in);
-  const Tensor x = torch::stable::contiguous(x_in, nhwc ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous);
+  const Tensor x = packed(x_in, nhwc);
   Tensor out = nhwc ? new_empty_channels_last(x, x.size(0), x.size(1), size[0], size[1])
                     : torch::stable::new_empty(x, {x.size(0), x.size(1), size[0], size[1]});
   if (out.numel() == 0) {
@@ -188,8 +204,7 @@ static Tensor backward_impl(const Tensor& grad_out_in, const std::vector<int64_t
   // Gradients from autograd are often not packed (expanded after a .sum(),
   // sliced): packed here, in grad_out's layout, which grad_in takes too.
   const bool nhwc = channels_last_like(grad_out_in);
-  const Tensor grad_out =
-      torch::stable::contiguous(grad_out_in, nhwc ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous);
+  const Tensor grad_out = packed(grad_out_in, nhwc);
   // The gradient has the shape of the forward's input.
   const int64_t N = grad_out.size(0), C = grad_out.size(1);
   Tensor grad_in = nhwc ? new_empty_channels_last(grad_out, N, C, input_size[0], input_size[1])
