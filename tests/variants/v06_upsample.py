@@ -301,13 +301,13 @@ VARIANTS = [
             "out_row[i] = static_cast<scalar_t>(a) * static_cast<scalar_t>(top[i]) + "
             "static_cast<scalar_t>(b) * static_cast<scalar_t>(bottom[i]);"),
     Variant("forward-ignores-strides", "passes a non-contiguous x to the kernels as if it were packed",
-            "csrc/ops.cpp",
-            "const Tensor x = torch::stable::contiguous(x_in, nhwc ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous);",
-            "const Tensor x = x_in;"),
+            "csrc/ops.cpp", "const Tensor x = packed(x_in, nhwc);", "const Tensor x = x_in;"),
     Variant("backward-ignores-grad-out-strides", "passes a non-contiguous grad_out to the kernels as if it were packed",
-            "csrc/ops.cpp", "const Tensor grad_out =\n      torch::stable::contiguous(grad_out_in, nhwc ? "
-            "MemoryFormat::ChannelsLast : MemoryFormat::Contiguous);",
-            "const Tensor grad_out = grad_out_in;"),
+            "csrc/ops.cpp", "const Tensor grad_out = packed(grad_out_in, nhwc);", "const Tensor grad_out = grad_out_in;"),
+    Variant("packed-trusts-the-inner-stride", "takes a tensor for packed when its innermost axis has stride 1 (a "
+            "slice along H or a transposed N and C pass for packed)",
+            "csrc/ops.cpp", "    is_packed = is_packed && (t.size(d) == 1 || t.stride(d) == expected);",
+            "    is_packed = is_packed && (expected > 1 || t.size(d) == 1 || t.stride(d) == expected);"),
     Variant("check-size-one-dim", "checks only the first entry of size / input_size",
             "upsample.py", "len(hw) == 2 and hw[0] >= 1 and hw[1] >= 1", "len(hw) == 2 and hw[0] >= 1"),
     Variant("check-rank-at-least-4", "accepts tensors of rank 5 and more",
