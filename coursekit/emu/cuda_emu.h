@@ -30,7 +30,8 @@
 //     of a block with different values, is an error naming both: a loop whose step is too
 //     short, which a GPU hides (right values, more work) and only the time of a large case
 //     shows, or a race. The same value from threads of one block (a warp's lanes storing its
-//     sum) passes, as it works on a GPU;
+//     sum) passes, as it works on a GPU, except under OneStorePerElement (for kernels whose
+//     design stores each element once: there a loop stepping by too little repeats work);
 //   - a tensor of more than 2^31 elements can be reserved without being filled (sparse_alloc),
 //     and a launch sampled (SampledLaunch: its first block and its last ones), so that the
 //     blocks where a 32-bit offset wraps run on a laptop;
