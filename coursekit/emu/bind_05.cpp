@@ -22,24 +22,8 @@ at::Tensor forward(const at::Tensor& feats, const at::Tensor& points, bool at_en
 // gradient only when needed (an undefined tensor otherwise).
 std::vector<at::Tensor> backward(const at::Tensor& grad_out, const at::Tensor& feats, const at::Tensor& points,
                                  bool need_feats, bool need_points, bool at_end, int64_t seed, int64_t offset) {
-  emu::st().rng.seed(static_cast<unsigned>(seed));
-  const at::Tensor g = emu::guarded_copy(grad_out, at_end, "grad_out", offset);
-  const at::Tensor f = need_points ? emu::guarded_copy(feats, at_end, "feats", offset) : at::Tensor();
-  const at::Tensor p = emu::guarded_copy(points, at_end, "points");
-  at::Tensor grad_feats, grad_points;
-  if (need_feats) grad_feats = emu::guarded_empty(feats.sizes(), feats.options(), at_end, "grad_feats");
-  if (need_points) grad_points = emu::guarded_empty(points.sizes(), points.options(), at_end, "grad_points");
-  trilinear_backward_cuda(g, f, p, grad_feats, grad_points);
-  std::vector<at::Tensor> out;
-  if (need_feats) {
-    emu::check_written(grad_feats, "grad_feats", "(n, k, f)");
-    out.push_back(grad_feats.clone());
-  }
-  if (need_points) {
-    emu::check_written(grad_points, "grad_points", "(n, d)");
-    out.push_back(grad_points.clone());
-  }
-  return out;
+  return emu::trilinear_backward(trilinear_backward_cuda, grad_out, feats, points, need_feats, need_points, at_end,
+                                 seed, offset, offset, true);
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {

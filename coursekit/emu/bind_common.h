@@ -88,4 +88,36 @@ at::Tensor trilinear_tail(const at::Tensor& tail_feats, const at::Tensor& tail_p
   return tail.clone();
 }
 
+// Chapters 04 and 05: backward(grad_out, feats, points, grad_feats, grad_points), their
+// trilinear_backward_cuda, on guarded copies. grad_out and feats start grad_out_offset and
+// feats_offset elements into their buffers; with feats_for_points_only, feats is passed only when
+// the points' gradient is needed (an undefined tensor otherwise, as chapter 05's trilinear.cpp
+// does). Each gradient is allocated (poisoned) only when needed; returns those asked for,
+// grad_feats then grad_points, each checked for elements no thread wrote.
+template <typename Backward>
+std::vector<at::Tensor> trilinear_backward(Backward&& backward, const at::Tensor& grad_out, const at::Tensor& feats,
+                                           const at::Tensor& points, bool need_feats, bool need_points, bool at_end,
+                                           int64_t seed, int64_t grad_out_offset, int64_t feats_offset,
+                                           bool feats_for_points_only) {
+  st().rng.seed(static_cast<unsigned>(seed));
+  const at::Tensor g = guarded_copy(grad_out, at_end, "grad_out", grad_out_offset);
+  const at::Tensor f = need_points || !feats_for_points_only ? guarded_copy(feats, at_end, "feats", feats_offset)
+                                                             : at::Tensor();
+  const at::Tensor p = guarded_copy(points, at_end, "points");
+  at::Tensor grad_feats, grad_points;
+  if (need_feats) grad_feats = guarded_empty(feats.sizes(), feats.options(), at_end, "grad_feats");
+  if (need_points) grad_points = guarded_empty(points.sizes(), points.options(), at_end, "grad_points");
+  backward(g, f, p, grad_feats, grad_points);
+  std::vector<at::Tensor> out;
+  if (need_feats) {
+    check_written(grad_feats, "grad_feats", "(n, k, f)");
+    out.push_back(grad_feats.clone());
+  }
+  if (need_points) {
+    check_written(grad_points, "grad_points", "(n, d)");
+    out.push_back(grad_points.clone());
+  }
+  return out;
+}
+
 }  // namespace emu
