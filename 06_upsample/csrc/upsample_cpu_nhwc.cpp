@@ -323,7 +323,7 @@ NHWC_INLINE void forward_pixels(const ForwardPlan<scalar_t>& p, const RowGroup<s
   }
 }
 
-// forward_rows for pixels narrower than a vector (C < kNarrow, RGB say), where
+// The forward's run_rows for pixels narrower than a vector (C < kNarrow, RGB say), where
 // whole pixels would leave most of each vector empty: as the NCHW forward, each
 // input row is blended along W into a line of width * C values, kept for the
 // next output row (two lines), and each output row blends two lines along H in
@@ -365,7 +365,7 @@ NHWC_INLINE void forward_narrow_rows(const ForwardPlan<scalar_t>& p, int64_t beg
 
 // The output rows [begin, end) (row = n * H_out + h), one task.
 template <int B, typename scalar_t>
-NHWC_INLINE void forward_rows(const ForwardPlan<scalar_t>& p, int64_t begin, int64_t end) {
+NHWC_INLINE void run_rows(const ForwardPlan<scalar_t>& p, int64_t begin, int64_t end) {
   using opmath_t = opmath_type<scalar_t>;
   const ResizeGeometry& g = p.g;
   const int64_t C = g.channels;
@@ -402,16 +402,28 @@ NHWC_INLINE void forward_rows(const ForwardPlan<scalar_t>& p, int64_t begin, int
   }
 }
 
-template <typename scalar_t>
-static void forward_task(const ForwardPlan<scalar_t>& p, int64_t begin, int64_t end) {
-  forward_rows<kBaseBytes>(p, begin, end);
+// One task of a plan (forward or gather): its rows [begin, end), in the widest vectors this CPU
+// has. run_rows is overloaded on the plan's type (the gather's is defined further down; the call
+// finds it when task is instantiated for a GatherPlan).
+template <typename Plan>
+static void task_base(const Plan& p, int64_t begin, int64_t end) {
+  run_rows<kBaseBytes>(p, begin, end);
 }
 #ifdef NHWC_AVX2
-template <typename scalar_t>
-NHWC_AVX2_TARGET static void forward_task_avx2(const ForwardPlan<scalar_t>& p, int64_t begin, int64_t end) {
-  forward_rows<32>(p, begin, end);
+template <typename Plan>
+NHWC_AVX2_TARGET static void task_avx2(const Plan& p, int64_t begin, int64_t end) {
+  run_rows<32>(p, begin, end);
 }
 #endif
+template <typename Plan>
+static void task(const Plan& p, int64_t begin, int64_t end) {
+#ifdef NHWC_AVX2
+  if (has_avx2()) {
+    return task_avx2(p, begin, end);
+  }
+#endif
+  task_base(p, begin, end);
+}
 
 // Output columns [w0, w1) of every output row.
 template <typename scalar_t>
@@ -425,14 +437,8 @@ static void forward_chunk(const scalar_t* x, scalar_t* out, const ResizeGeometry
   const ForwardPlan<scalar_t> plan{x, out, g, xtaps.data(), w0, w1 - w0,
                                    axis_ratio<opmath_t>(g.H_in, g.H_out, g.mode, g.scale_h)};
   const int64_t grain = std::max<int64_t>(1, kGrainElements / ((w1 - w0) * g.channels));
-  torch::stable::parallel_for(0, g.planes / g.channels * g.H_out, grain, [&](int64_t begin, int64_t end) {
-#ifdef NHWC_AVX2
-    if (has_avx2()) {
-      return forward_task_avx2(plan, begin, end);
-    }
-#endif
-    forward_task(plan, begin, end);
-  });
+  torch::stable::parallel_for(0, g.planes / g.channels * g.H_out, grain,
+                              [&](int64_t begin, int64_t end) { task(plan, begin, end); });
 }
 
 // ---------------------------------------------------------------------------
@@ -568,7 +574,7 @@ NHWC_INLINE void gather_pixels(scalar_t* gi_row, std::vector<opmath_t>& partial,
 
 // The input rows [begin, end) (row = n * H_in + h), one task.
 template <int B, typename scalar_t>
-NHWC_INLINE void gather_rows(const GatherPlan<scalar_t>& p, int64_t begin, int64_t end) {
+NHWC_INLINE void run_rows(const GatherPlan<scalar_t>& p, int64_t begin, int64_t end) {
   using opmath_t = opmath_type<scalar_t>;
   const ResizeGeometry& g = p.g;
   const GatherTable<opmath_t>& cols = p.cols;
@@ -605,17 +611,6 @@ NHWC_INLINE void gather_rows(const GatherPlan<scalar_t>& p, int64_t begin, int64
   }
 }
 
-template <typename scalar_t>
-static void gather_task(const GatherPlan<scalar_t>& p, int64_t begin, int64_t end) {
-  gather_rows<kBaseBytes>(p, begin, end);
-}
-#ifdef NHWC_AVX2
-template <typename scalar_t>
-NHWC_AVX2_TARGET static void gather_task_avx2(const GatherPlan<scalar_t>& p, int64_t begin, int64_t end) {
-  gather_rows<32>(p, begin, end);
-}
-#endif
-
 // Input columns [cols.lo, cols.hi) of every input row.
 template <typename scalar_t>
 static void gather_chunk(const scalar_t* grad_out, scalar_t* grad_in, const ResizeGeometry& g,
@@ -624,14 +619,8 @@ static void gather_chunk(const scalar_t* grad_out, scalar_t* grad_in, const Resi
   const GatherPlan<scalar_t> plan{grad_out, grad_in, g, cols,
                                   axis_ratio<opmath_t>(g.H_in, g.H_out, g.mode, g.scale_h)};
   const int64_t grain = std::max<int64_t>(1, kGrainElements / (cols.size() * g.channels));
-  torch::stable::parallel_for(0, g.planes / g.channels * g.H_in, grain, [&](int64_t begin, int64_t end) {
-#ifdef NHWC_AVX2
-    if (has_avx2()) {
-      return gather_task_avx2(plan, begin, end);
-    }
-#endif
-    gather_task(plan, begin, end);
-  });
+  torch::stable::parallel_for(0, g.planes / g.channels * g.H_in, grain,
+                              [&](int64_t begin, int64_t end) { task(plan, begin, end); });
 }
 
 }  // namespace
