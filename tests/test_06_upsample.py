@@ -728,6 +728,25 @@ def test_channels_last_same_bits_as_nchw_cpu(up, mode):
                              f"gather {what}, channels_last vs NCHW")
 
 
+@pytest.mark.parametrize("layout", ["nchw", "channels_last"])
+def test_outputs_are_tensors_of_their_own(up, device, layout):
+    """The output and the gradient are new tensors, not views of one made inside the op (as
+    F.interpolate's): autograd refuses an in-place change to a view made inside a custom
+    Function, so `y = upsample_bilinear(x); y.mul_(2)` would fail with "Output 0 of _Resize is
+    a view and is being modified inplace"."""
+    fmt = torch.channels_last if layout == "channels_last" else torch.contiguous_format
+    x = torch.randn(2, 5, 7, 9, device=device).contiguous(memory_format=fmt)
+    expected = torch.autograd.grad(2 * Fn.interpolate(x.requires_grad_(), size=(3, 4), mode="bilinear").sum(), x)[0]
+    for name, fn in [("upsample_bilinear", lambda t: up.upsample_bilinear(t, size=(3, 4))),
+                     ("torch.ops.ch06.upsample_bilinear2d", lambda t: op(t, [3, 4], "half_pixel"))]:
+        y = fn(x)
+        assert not y._is_view(), f"{name} ({layout}): the output is a view of another tensor"
+        y.mul_(2)  # in place, under autograd
+        got = torch.autograd.grad(y.sum(), x)[0]
+        assert not got._is_view(), f"{name} ({layout}): the gradient is a view of another tensor"
+        assert_close(got, expected, torch.float32, f"{name} ({layout}): the gradient of 2 * out, doubled in place")
+
+
 # ----------------------------------------------------------------------------
 # gather-backward: the backward on the CPU (and the range and weights the GPU shares).
 

@@ -50,14 +50,13 @@ using opmath_type = typename OpMath<scalar_t>::type;
 // (without them, the comma of `std::pair<int, float>` or of `<<<grid, block>>>`
 // splits the lambda into pieces). A dtype not listed raises "not implemented for".
 
-// A channels-last tensor of shape (N, C, H, W) with strides (HWC, 1, WC, C):
-// (N, H, W, C) packed, viewed with its axes in NCHW order. (at::empty with
-// memory_format=ChannelsLast, which the stable API does not take.)
+// A channels-last tensor of shape (N, C, H, W), strides (HWC, 1, WC, C), on like's device, in
+// like's dtype unless told: at::empty with memory_format=ChannelsLast, one call through the dispatcher.
 inline torch::stable::Tensor new_empty_channels_last(const torch::stable::Tensor& like, int64_t N, int64_t C,
                                                      int64_t H, int64_t W,
                                                      std::optional<torch::headeronly::ScalarType> dtype = std::nullopt) {
-  const torch::stable::Tensor nhwc = torch::stable::new_empty(like, {N, H, W, C}, dtype);
-  return torch::stable::transpose(torch::stable::transpose(nhwc, 1, 3), 2, 3);  // (N,C,W,H) -> (N,C,H,W)
+  return torch::stable::empty({N, C, H, W}, dtype.value_or(like.scalar_type()), std::nullopt, like.device(),
+                              std::nullopt, torch::headeronly::MemoryFormat::ChannelsLast);
 }
 
 void upsample_forward_cpu(const torch::stable::Tensor& x, torch::stable::Tensor& out, const ResizeGeometry& g);
