@@ -15,7 +15,7 @@ in the same process as PyTorch's own calls:
             forward, backward through torch.autograd.grad, and a forward + backward step; with
             torch.profiler's count of the kernels each step launches.
   sweep     CASES cases drawn with a fixed seed: ratio in [1/8, 8] (both axes, integer or not,
-            equal or not), N, C, an input + output size from 64 KiB to 512 MiB, NCHW or
+            equal or not), N, C, an input + output size from 64 KiB to 512 MiB (64 MiB on the CPU), NCHW or
             channels_last, float32 / bfloat16 / float16, half_pixel or align_corners (the two modes
             F.interpolate has). Per case: the forward (upsample_bilinear against F.interpolate and
             torch.compile(F.interpolate), compiled for that case), the backward through
@@ -247,8 +247,10 @@ def summary(doc: dict, short: bool = False) -> str:
     by = {(r["case"], r["name"]): r for r in rows if r.get("section") == "sweep"}
     cases = sorted({r["case"] for r in rows if r.get("section") == "sweep"})
     where = f"{env['device_name']}, torch {env['torch']}"
-    out = [f"`06_upsample/sweep.py` on an {where}: {len(cases)} cases drawn with a fixed seed (ratios 1/8 to 8 "
-           "on each axis, 64 KiB to 512 MiB of input + output, NCHW and channels_last, float32, bfloat16, float16, "
+    article = "a" if where.startswith("CPU") else "an"
+    out = [f"`06_upsample/sweep.py` on {article} {where}: {len(cases)} cases drawn with a fixed seed (ratios 1/8 to 8 "
+           f"on each axis, 64 KiB to {env.get('max_bytes_MiB', 512)} MiB of input + output, NCHW and channels_last, "
+           "float32, bfloat16, float16, "
            "half_pixel and align_corners); every time is a call as a program makes it (host included, "
            "`coursekit.timing.bench`, median), ours through `upsample_bilinear` and `torch.autograd.grad`. "
            "Speed-up = peer's time / ours (above 1: we are faster).", "",
@@ -338,10 +340,10 @@ def main() -> None:
         up = load_python(HERE, "upsample")
         bandwidth = timing.copy_bandwidth(args.device, nbytes=(1 << 22) if args.quick else None)
         min_time = 0.02 if args.quick else 0.1
-        cases = draw_cases(4 if args.quick else CASES, max_bytes=(1 << 20) if args.quick else
-                           (512 << 20) if args.device == "cuda" else (64 << 20))
+        max_bytes = (1 << 20) if args.quick else (512 << 20) if args.device == "cuda" else (64 << 20)
+        cases = draw_cases(4 if args.quick else CASES, max_bytes=max_bytes)
         extra = {"quick": args.quick, "copy_bandwidth_GBps": bandwidth / 1e9, "script": "06_upsample/sweep.py",
-                 "cases": len(cases)}
+                 "cases": len(cases), "max_bytes_MiB": max_bytes >> 20}
         first = host(up, args.device, min_time, args.quick)
         records = first + sweep(up, args.device, cases, min_time, bandwidth, compile_peer=not args.no_compile,
                                 checkpoint=lambda rs: timing.save(out, first + rs, args.device, extra=extra))

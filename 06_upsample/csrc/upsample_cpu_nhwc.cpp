@@ -97,24 +97,34 @@ constexpr int kBaseBytes = 0;
 // The task functions are written once, for vectors of B bytes, and compiled as
 // two functions on x86-64: one for AVX2 (B = 32), one for the baseline (B = 16),
 // picked at run time. AVX2 without FMA: no fused multiply-adds, so the same
-// operations, and bits, as the NCHW kernels. Where the compiler has _Float16,
-// the AVX2 function also uses F16C to widen float16 (exact, as Half's own
-// conversion).
+// operations, and bits, as the NCHW kernels. The AVX2 function also converts
+// float16 8 values at a time with F16C (vcvtph2ps, vcvtps2ph: exact, and
+// rounding to nearest even, as Half's own conversions).
 #if defined(__x86_64__) && defined(__GNUC__)
 #define NHWC_AVX2 1
-#if defined(__FLT16_MAX__)
-#define NHWC_F16C 1
 #define NHWC_AVX2_TARGET __attribute__((target("avx2,f16c")))
-#else
-#define NHWC_AVX2_TARGET __attribute__((target("avx2")))
-#endif
 inline bool has_avx2() {
-#ifdef NHWC_F16C
   static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
-#else
-  static const bool yes = __builtin_cpu_supports("avx2");
-#endif
   return yes;
+}
+
+// 8 float16 values to 8 floats, and back rounded to nearest even. Inline assembly, not the
+// intrinsics: these helpers are inlined into the AVX2 function only, but the compiler checks an
+// intrinsic's target against the function it is written in.
+typedef uint16_t H8 __attribute__((vector_size(16)));
+template <typename F>
+NHWC_INLINE void widen_f16(F& v, const Half* p) {
+  static_assert(sizeof(F) == 32, "8 floats");
+  H8 n;
+  std::memcpy(&n, p, sizeof n);
+  asm("vcvtph2ps %1, %0" : "=x"(v) : "x"(n));
+}
+template <typename F>
+NHWC_INLINE void narrow_f16(Half* p, const F& v) {
+  static_assert(sizeof(F) == 32, "8 floats");
+  H8 n;
+  asm("vcvtps2ph $0, %1, %0" : "=x"(n) : "x"(v));  // imm 0: to nearest even
+  std::memcpy(p, &n, sizeof n);
 }
 
 #if defined(__clang__)
@@ -167,12 +177,9 @@ NHWC_INLINE void vload(typename Vec<opmath_t, B>::type& v, const scalar_t* p) {
     const Wide w = __builtin_convertvector(n, Wide) << 16;
     std::memcpy(&v, &w, sizeof v);
 #endif
-#ifdef NHWC_F16C
+#ifdef NHWC_AVX2
   } else if constexpr (B == 32 && std::is_same_v<scalar_t, Half>) {  // F16C (only in the AVX2 function)
-    typedef _Float16 Narrow __attribute__((vector_size(2 * L)));
-    Narrow n;
-    std::memcpy(&n, p, sizeof n);
-    v = __builtin_convertvector(n, typename Vec<opmath_t, B>::type);
+    widen_f16(v, p);
 #endif
   } else {  // float16: one value at a time
     opmath_t t[L];
@@ -197,6 +204,10 @@ NHWC_INLINE void vstore(scalar_t* p, const typename Vec<opmath_t, B>::type& v) {
     bf16_rounded<L>(t, v);
     const typename Bits<L>::narrow n = __builtin_convertvector(t >> 16, typename Bits<L>::narrow);
     std::memcpy(p, &n, sizeof n);
+#endif
+#ifdef NHWC_AVX2
+  } else if constexpr (B == 32 && std::is_same_v<scalar_t, Half>) {  // F16C (only in the AVX2 function)
+    narrow_f16(p, v);
 #endif
   } else {
     opmath_t t[L];
