@@ -49,6 +49,7 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 CHANNELS = [1, 2, 3, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256]
 ROUND_RATIOS = [2, 4, 8, 1 / 2, 1 / 4, 1 / 8, 3, 1.5]
 START, END = "<!-- sweep:start -->", "<!-- sweep:end -->"
+CPU_START, CPU_END = "<!-- sweep-cpu:start -->", "<!-- sweep-cpu:end -->"  # SPEED.md's CPU sweep
 LARGE = 64 << 20  # input + output bytes from which the floor is the goal
 PEERS = [  # (metric, ours, peer, how the summary names the peer)
     ("forward", "forward ours", "forward F.interpolate", "`F.interpolate`"),
@@ -292,10 +293,11 @@ def summary(doc: dict, short: bool = False) -> str:
     host_rows = [r for r in rows if r.get("section") == "host"]
     if host_rows:
         profiled = any(r.get("gpu_ms") is not None for r in host_rows)
-        out += ["", "The host's share: one call of each step, host included (`bench`, median); in brackets the "
-                "kernels it runs on the GPU" + (" and their time (torch.profiler, one call, profiled after every "
-                                                "timing)." if profiled else
-                                                " (torch.profiler, one call, profiled right after its timing).")
+        on_gpu = any(r.get("kernels") for r in host_rows)
+        out += ["", "The host's share: one call of each step, host included (`bench`, median)" + (
+                "; in brackets the kernels it runs on the GPU" + (
+                    " and their time (torch.profiler, one call, profiled after every timing)." if profiled else
+                    " (torch.profiler, one call, profiled right after its timing).") if on_gpu else ".")
                 + " The operator's autograd is torch.library's "
                 "(`register_autograd`); `upsample_bilinear` takes the eager path (`_Resize`). *Python formula*: "
                 "`F.interpolate`'s own kernels under an `autograd.Function` written in Python, the floor of any "
@@ -320,8 +322,8 @@ def summary(doc: dict, short: bool = False) -> str:
     return "\n".join(out) + "\n"
 
 
-def write_block(path: Path, text: str) -> None:
-    results.write_block(path, START, END, text)
+def write_block(path: Path, text: str, cpu: bool = False) -> None:
+    results.write_block(path, CPU_START if cpu else START, CPU_END if cpu else END, text)
 
 
 def main() -> None:
@@ -356,6 +358,9 @@ def main() -> None:
     if args.readme or (not args.quick and args.device == "cuda"):
         write_block(HERE / "SPEED.md", summary(doc))
         write_block(HERE / "README.md", summary(doc, short=True))
+    cpu_file = HERE.parent / "results" / "06_upsample_sweep_cpu.json"
+    if (args.readme and cpu_file.is_file()) or (not args.quick and args.device == "cpu" and args.out is None):
+        write_block(HERE / "SPEED.md", summary(timing.load(cpu_file)), cpu=True)
 
 
 if __name__ == "__main__":

@@ -96,6 +96,10 @@ def test_sweep_summaries_match_results():
         text = (ROOT / "06_upsample" / name).read_text()
         block = f"{sweep.START}\n{sweep.summary(doc, short=short)}{sweep.END}"
         assert block in text, f"06_upsample/{name}'s sweep summary differs from the results; python 06_upsample/sweep.py --readme"
+    cpu = timing.load(results.RESULTS / "06_upsample_sweep_cpu.json")
+    block = f"{sweep.CPU_START}\n{sweep.summary(cpu)}{sweep.CPU_END}"
+    assert block in (ROOT / "06_upsample" / "SPEED.md").read_text(), \
+        "06_upsample/SPEED.md's CPU sweep summary differs from the results; python 06_upsample/sweep.py --readme"
 
 
 def test_cpu_speed_table_matches_results():
