@@ -22,6 +22,7 @@
 #include <torch/csrc/stable/ops.h>
 
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "kernels.h"
@@ -78,16 +79,40 @@ static void forward_chunk(const scalar_t* x, scalar_t* out, const ResizeGeometry
   const int64_t width = w1 - w0;             // values per line
   const int64_t rows = g.planes * g.H_out;  // output rows (p, h) of all planes, in memory order
   const int64_t grain = std::max<int64_t>(1, kGrainElements / width);
+  // float16 converts in bulk (widen_half, round_half) on rows of 16 outputs or more: the input
+  // columns the chunk reads, when they are not many more than its outputs, and every output row.
+  constexpr bool kHalf = std::is_same_v<scalar_t, torch::headeronly::Half>;
+  const bool bulk = kHalf && width >= 16;
+  int64_t lo = xtaps[0].i0, hi = xtaps[0].i1;
+  for (const Taps<opmath_t>& t : xtaps) {
+    lo = std::min(lo, t.i0);
+    hi = std::max(hi, t.i1);
+  }
+  const int64_t span = hi + 1 - lo;
+  const bool widen = bulk && span <= 4 * width + 64;
   torch::stable::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
     // Input row r (of all planes: r = p * H_in + i) goes to slot r % 2. An
     // output row needs rows i0 and i0 + 1 (or i0 twice): different slots.
     LineCache<opmath_t> cache(2, width);
+    std::vector<float> wide(widen ? span : 0), blended(bulk ? width : 0);
     for (int64_t row = begin; row < end; ++row) {
       const int64_t p = row / g.H_out, h = row % g.H_out;
       const Taps<opmath_t> yt = source_taps<opmath_t>(h, g.H_in, rh, g.mode);
       auto along_w = [&](int64_t r) {
         return cache.get(r, r % 2, [&](opmath_t* line) {
           const scalar_t* in_row = x + r * g.W_in;
+          if constexpr (kHalf) {
+            if (widen) {  // the same values, read as floats from columns lo, lo + 1, ...
+              widen_half(in_row + lo, wide.data(), span);
+              for (int64_t w = 0; w < width; ++w) {
+                Taps<opmath_t> t = xtaps[w];
+                t.i0 -= lo;
+                t.i1 -= lo;
+                line[w] = sample_line<float, opmath_t>(wide.data(), t);
+              }
+              return;
+            }
+          }
           for (int64_t w = 0; w < width; ++w) {
             line[w] = sample_line<scalar_t, opmath_t>(in_row, xtaps[w]);
           }
@@ -97,6 +122,15 @@ static void forward_chunk(const scalar_t* x, scalar_t* out, const ResizeGeometry
       const opmath_t* bottom = along_w(p * g.H_in + yt.i1);
       const opmath_t a = opmath_t(1) - yt.l, b = yt.l;
       scalar_t* __restrict__ out_row = out + row * g.W_out + w0;
+      if constexpr (kHalf) {
+        if (bulk) {
+          for (int64_t i = 0; i < width; ++i) {
+            blended[i] = a * top[i] + b * bottom[i];
+          }
+          round_half(blended.data(), out_row, width);
+          continue;
+        }
+      }
       for (int64_t i = 0; i < width; ++i) {  // contiguous: the compiler vectorises it
         out_row[i] = static_cast<scalar_t>(a * top[i] + b * bottom[i]);
       }
@@ -279,7 +313,7 @@ static void backward_kernel(const scalar_t* grad_out, scalar_t* grad_in, const R
 // input columns it reads, in increasing order of the output column: per input
 // pixel the same terms and order as a gather over its range, with one writer.
 // Work: (2 H_out + H_in) * W_out + H_in * W_in per image; memory: two lines per
-// task. Both layouts (C = 1 for NCHW), with the same bits.
+// task (three for float16). Both layouts (C = 1 for NCHW), with the same bits.
 template <typename scalar_t>
 static void backward_kernel_h_first(const scalar_t* grad_out, scalar_t* grad_in, const ResizeGeometry& g) {
   using opmath_t = opmath_type<scalar_t>;
@@ -290,6 +324,8 @@ static void backward_kernel_h_first(const scalar_t* grad_out, scalar_t* grad_in,
   const int64_t grain = std::max<int64_t>(1, kGrainElements / std::max(in_len, out_len));
   torch::stable::parallel_for(0, N * g.H_in, grain, [&](int64_t begin, int64_t end) {
     std::vector<opmath_t> t(out_len), acc(in_len);
+    constexpr bool kHalf = std::is_same_v<scalar_t, torch::headeronly::Half>;
+    std::vector<float> wide(kHalf ? out_len : 0);  // float16: a grad_out row widened in bulk (widen_half)
     for (int64_t row = begin; row < end; ++row) {
       const int64_t n = row / g.H_in, h = row % g.H_in;
       scalar_t* gi_row = grad_in + row * in_len;
@@ -302,7 +338,13 @@ static void backward_kernel_h_first(const scalar_t* grad_out, scalar_t* grad_in,
       std::fill(t.begin(), t.end(), opmath_t(0));
       for (int64_t dh = first; dh < stop; ++dh) {
         const opmath_t wy = tap_weight<opmath_t>(source_taps<opmath_t>(dh, g.H_in, rh, g.mode), h);
-        add_scaled(t.data(), grad_out + (n * g.H_out + dh) * out_len, wy, out_len);
+        const scalar_t* go_row = grad_out + (n * g.H_out + dh) * out_len;
+        if constexpr (kHalf) {
+          widen_half(go_row, wide.data(), out_len);
+          add_scaled(t.data(), wide.data(), wy, out_len);
+        } else {
+          add_scaled(t.data(), go_row, wy, out_len);
+        }
       }
       std::fill(acc.begin(), acc.end(), opmath_t(0));
       for (int64_t dw = 0; dw < g.W_out; ++dw) {
@@ -312,8 +354,12 @@ static void backward_kernel_h_first(const scalar_t* grad_out, scalar_t* grad_in,
           add_scaled(acc.data() + tw.i1 * C, t.data() + dw * C, tap_weight<opmath_t>(tw, tw.i1), C);
         }
       }
-      for (int64_t i = 0; i < in_len; ++i) {
-        gi_row[i] = static_cast<scalar_t>(acc[i]);
+      if constexpr (kHalf) {
+        round_half(acc.data(), gi_row, in_len);
+      } else {
+        for (int64_t i = 0; i < in_len; ++i) {
+          gi_row[i] = static_cast<scalar_t>(acc[i]);
+        }
       }
     }
   });

@@ -636,6 +636,53 @@ static void gather_chunk(const scalar_t* grad_out, scalar_t* grad_in, const Resi
 
 }  // namespace
 
+#ifdef NHWC_AVX2
+NHWC_AVX2_TARGET static void widen_half_avx2(const Half* src, float* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    F8 v;
+    widen_f16(v, src + i);
+    std::memcpy(dst + i, &v, sizeof v);
+  }
+  for (; i < n; ++i) {
+    dst[i] = static_cast<float>(src[i]);
+  }
+}
+NHWC_AVX2_TARGET static void round_half_avx2(const float* src, Half* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    F8 v;
+    std::memcpy(&v, src + i, sizeof v);
+    narrow_f16(dst + i, v);
+  }
+  for (; i < n; ++i) {
+    dst[i] = static_cast<Half>(src[i]);
+  }
+}
+#endif
+
+void widen_half(const Half* src, float* dst, int64_t n) {
+#ifdef NHWC_AVX2
+  if (has_avx2()) {
+    return widen_half_avx2(src, dst, n);
+  }
+#endif
+  for (int64_t i = 0; i < n; ++i) {
+    dst[i] = static_cast<float>(src[i]);
+  }
+}
+
+void round_half(const float* src, Half* dst, int64_t n) {
+#ifdef NHWC_AVX2
+  if (has_avx2()) {
+    return round_half_avx2(src, dst, n);
+  }
+#endif
+  for (int64_t i = 0; i < n; ++i) {
+    dst[i] = static_cast<Half>(src[i]);
+  }
+}
+
 template <typename scalar_t>
 void forward_nhwc(const scalar_t* x, scalar_t* out, const ResizeGeometry& g) {
   const int64_t chunk = chunk_pixels(g.channels);
