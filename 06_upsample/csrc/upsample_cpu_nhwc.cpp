@@ -413,9 +413,10 @@ NHWC_INLINE void run_rows(const ForwardPlan<scalar_t>& p, int64_t begin, int64_t
   }
 }
 
-// One task of a plan (forward or gather): its rows [begin, end), in the widest vectors this CPU
-// has. run_rows is overloaded on the plan's type (the gather's is defined further down; the call
-// finds it when task is instantiated for a GatherPlan).
+// One task of a plan (forward, gather, or a float16 row's conversion): its rows [begin, end) (its
+// values, for a conversion), in the widest vectors this CPU has. run_rows is overloaded on the
+// plan's type (the others are defined further down; the call finds them when task is
+// instantiated for their plans).
 template <typename Plan>
 static void task_base(const Plan& p, int64_t begin, int64_t end) {
   run_rows<kBaseBytes>(p, begin, end);
@@ -642,53 +643,42 @@ static void gather_chunk(const scalar_t* grad_out, scalar_t* grad_in, const Resi
                               [&](int64_t begin, int64_t end) { task(plan, begin, end); });
 }
 
+// ---------------------------------------------------------------------------
+// float16 rows for the NCHW kernels (widen_half, round_half, in upsample_cpu.h): n values
+// converted, a vector at a time through vload and vstore (F16C in the AVX2 function), the rest
+// one at a time.
+template <typename From, typename To>
+struct ConvertPlan {
+  const From* src;
+  To* dst;
+};
+
+template <int B, typename From, typename To>
+NHWC_INLINE void run_rows(const ConvertPlan<From, To>& p, int64_t begin, int64_t end) {
+  constexpr int L = lanes<float, B>;
+  int64_t i = begin;
+  if constexpr (B > 0) {
+    for (; i + L <= end; i += L) {
+      typename Vec<float, B>::type v;
+      vload<B, float>(v, p.src + i);
+      vstore<B, float>(p.dst + i, v);
+    }
+  }
+  for (; i < end; ++i) {
+    float v;
+    vload<0, float>(v, p.src + i);
+    vstore<0, float>(p.dst + i, v);
+  }
+}
+
 }  // namespace
 
-#ifdef NHWC_AVX2
-NHWC_AVX2_TARGET static void widen_half_avx2(const Half* src, float* dst, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    F8 v;
-    widen_f16(v, src + i);
-    std::memcpy(dst + i, &v, sizeof v);
-  }
-  for (; i < n; ++i) {
-    dst[i] = static_cast<float>(src[i]);
-  }
-}
-NHWC_AVX2_TARGET static void round_half_avx2(const float* src, Half* dst, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    F8 v;
-    std::memcpy(&v, src + i, sizeof v);
-    narrow_f16(dst + i, v);
-  }
-  for (; i < n; ++i) {
-    dst[i] = static_cast<Half>(src[i]);
-  }
-}
-#endif
-
 void widen_half(const Half* src, float* dst, int64_t n) {
-#ifdef NHWC_AVX2
-  if (has_avx2()) {
-    return widen_half_avx2(src, dst, n);
-  }
-#endif
-  for (int64_t i = 0; i < n; ++i) {
-    dst[i] = static_cast<float>(src[i]);
-  }
+  task(ConvertPlan<Half, float>{src, dst}, 0, n);
 }
 
 void round_half(const float* src, Half* dst, int64_t n) {
-#ifdef NHWC_AVX2
-  if (has_avx2()) {
-    return round_half_avx2(src, dst, n);
-  }
-#endif
-  for (int64_t i = 0; i < n; ++i) {
-    dst[i] = static_cast<Half>(src[i]);
-  }
+  task(ConvertPlan<float, Half>{src, dst}, 0, n);
 }
 
 template <typename scalar_t>
