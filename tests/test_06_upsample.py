@@ -1628,15 +1628,18 @@ def dispatch_emulated(chapter_source) -> None:
                                    f"{ref[tuple(wrong[0])].item()} (a column of weight 0 still added: 0 * inf is NaN)")
 
 
-def run_emulated_apart(chapter_source, body: str, what: str) -> None:
-    """Run this module's function `body` in a process of its own: a crash of the judge then fails the
-    test, naming the last case it printed, instead of ending the test run."""
+def run_emulated_apart(chapter_source, body: str, what: str, env: dict | None = None) -> None:
+    """Run this module's function `body` in a process of its own (with `env` added to its
+    environment): a crash of the judge then fails the test, naming the last case it printed,
+    instead of ending the test run."""
+    import os
     import subprocess
     import sys
 
     code = (f"import sys; sys.path[:0] = [{str(Path(__file__).parent)!r}]\n"
             f"import test_06_upsample as t; t.{body}({str(chapter_source)!r})")
-    r = subprocess.run([sys.executable, "-X", "faulthandler", "-c", code], capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-X", "faulthandler", "-c", code], capture_output=True, text=True,
+                       env={**os.environ, **(env or {})})
     lines = r.stderr.strip().splitlines()
     last_case = next((ln for ln in reversed(lines) if ln.startswith("rung ")), "before the first case")
     problems = [ln for ln in lines if not ln.startswith("rung ")]
@@ -1653,12 +1656,16 @@ def test_every_rung_emulated(chapter_source):
     run_emulated_apart(chapter_source, "every_rung_emulated", "the emulated ladder")
 
 
-def test_dispatch_emulated(chapter_source):
+@pytest.mark.parametrize("sms", ["1", "0"], ids=["one-SM", "SMs-unknown"])
+def test_dispatch_emulated(chapter_source, sms):
     """The kernel the table picks, on the CPU through the GPU-free judge: DISPATCH_CASES in every
     mode and layout, each tensor placed at the end and at the start of its guarded pages, against
     the float64 reference; and the gathers with NaN and inf in grad_out, which reach exactly the
-    inputs whose ranges hold them (a window that sums a column outside its range meets one)."""
-    run_emulated_apart(chapter_source, "dispatch_emulated", "the emulated dispatch")
+    inputs whose ranges hold them (a window that sums a column outside its range meets one).
+    Twice: on a GPU of one SM, where these small launches take less work per thread to fill it,
+    and on one whose SM count is unknown, where every launch keeps its usual work per thread."""
+    run_emulated_apart(chapter_source, "dispatch_emulated", f"the emulated dispatch ({sms} SMs)",
+                       {"COURSE_EMU_SMS": sms})
 
 
 @pytest.mark.cuda

@@ -50,6 +50,32 @@ inline Launch launch_for(int64_t W, int64_t H, int64_t planes, int planes_per_th
   return {dim3(static_cast<unsigned>(gx), static_cast<unsigned>(gy), static_cast<unsigned>(gz)), dim3(tx, ty)};
 }
 
+// The threads a launch needs to keep every SM busy: 1024 per SM, half of what one holds. A
+// kernel that would start fewer gives each thread less work (fewer rows, planes or channels) and
+// starts more: a small tensor has few outputs, and threads that each walk down many of them in
+// turn leave most of the GPU idle.
+// 0 when the count cannot be read: launches then keep their usual work per thread.
+inline int64_t threads_to_fill(int32_t device) {
+  int sms = 0;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    (void)cudaGetLastError();  // not left behind for the launch check to report
+    return 0;
+  }
+  return static_cast<int64_t>(sms) * 1024;
+}
+
+// Rows per thread for a kernel whose threads walk down up to `most` rows: halved, down to 1,
+// while a launch of threads(rows) threads would leave SMs idle.
+template <typename Threads>
+int rows_to_fill(int most, int32_t device, const Threads& threads) {
+  const int64_t fill = threads_to_fill(device);
+  int rows = most;
+  while (rows > 1 && threads(rows) < fill) {
+    rows /= 2;
+  }
+  return rows;
+}
+
 // The channels-last kernels' grid: x along a row of `row_length` values, y over `rows` rows.
 inline Launch launch_rows(int64_t row_length, int64_t rows) {
   const int64_t gx = (row_length + kThreads - 1) / kThreads;

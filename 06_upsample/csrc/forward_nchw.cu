@@ -31,8 +31,8 @@ template <typename scalar_t>
 constexpr int kMinBlocks = sizeof(scalar_t) == 2 ? 3 : 4;
 
 // Rungs 2 and 3. A thread owns kV neighbouring output columns from w0 (one
-// 16-byte store per row) and kRowsOf consecutive output rows of one plane, and
-// walks down them (walk_rows): x -> a group of kV columns, y -> a chunk of rows,
+// 16-byte store per row) and rows_per consecutive output rows of one plane (kRowsOf,
+// fewer when the launch would leave SMs idle), and walks down them (walk_rows): x -> a group of kV columns, y -> a chunk of rows,
 // z -> a plane. Its column taps are computed once, for all its rows.
 // kSpan says how it samples an input row at its kV columns:
 //   Taps    rung 2, any ratio: two scalar loads per output, at the taps' columns.
@@ -50,7 +50,7 @@ template <typename scalar_t, Span kSpan>
 __global__ void __launch_bounds__(kThreads, kSpan == Span::Double ? 4 : kMinBlocks<scalar_t>) forward_kernel(
     const scalar_t* __restrict__ x, scalar_t* __restrict__ out, int64_t planes, int64_t H_in, int64_t W_in,
     int64_t H_out, int64_t W_out, opmath_type<scalar_t> rh, opmath_type<scalar_t> rw, Mode mode,
-    bool vector_stores) {
+    bool vector_stores, int rows_per) {
   using T = opmath_type<scalar_t>;
   constexpr int V = kV<scalar_t>;
   const int64_t w0 = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * V;
@@ -66,11 +66,10 @@ __global__ void __launch_bounds__(kThreads, kSpan == Span::Double ? 4 : kMinBloc
   }
   const bool first = w0 == 0, last = w0 + V == W_out;  // Double: the threads at the edges
   const int64_t plane_in = H_in * W_in, plane_out = H_out * W_out;  // 64-bit: planes * plane may pass 2^31
-  constexpr int R = kRowsOf<scalar_t>;
-  const int64_t chunks = (H_out + R - 1) / R;
+  const int64_t chunks = (H_out + rows_per - 1) / rows_per;
   for (int64_t c = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; c < chunks;
        c += static_cast<int64_t>(gridDim.y) * blockDim.y) {
-    const int64_t h_begin = c * R, h_end = h_begin + R < H_out ? h_begin + R : H_out;
+    const int64_t h_begin = c * rows_per, h_end = h_begin + rows_per < H_out ? h_begin + rows_per : H_out;
     for (int64_t p = blockIdx.z; p < planes; p += gridDim.z) {
       const scalar_t* xp = x + p * plane_in;
       scalar_t* op = out + p * plane_out + w0;
@@ -142,14 +141,17 @@ void launch_forward_naive(const Call<scalar_t>& c) {
 template <typename scalar_t>
 void launch_forward_rows(const Call<scalar_t>& c, Span span) {
   const ResizeGeometry& g = c.g;
-  constexpr int V = kV<scalar_t>, R = kRowsOf<scalar_t>;
-  const Launch l = launch_for((g.W_out + V - 1) / V, (g.H_out + R - 1) / R, g.planes, 1);
+  constexpr int V = kV<scalar_t>;
+  const int64_t groups = (g.W_out + V - 1) / V;
+  const int R = rows_to_fill(kRowsOf<scalar_t>, c.in.get_device_index(),
+                             [&](int rows) { return groups * ((g.H_out + rows - 1) / rows) * g.planes; });
+  const Launch l = launch_for(groups, (g.H_out + R - 1) / R, g.planes, 1);
   const bool vector_stores = g.W_out % V == 0 && aligned(c.out.data_ptr(), sizeof(Pack<scalar_t, V>));
   auto kernel = span == Span::Halve    ? forward_kernel<scalar_t, Span::Halve>
                 : span == Span::Double ? forward_kernel<scalar_t, Span::Double>
                                        : forward_kernel<scalar_t, Span::Taps>;
   kernel<<<l.grid, l.block, 0, c.stream>>>(c.src(), c.dst(), g.planes, g.H_in, g.W_in, g.H_out, g.W_out, c.rh, c.rw,
-                                           g.mode, vector_stores);
+                                           g.mode, vector_stores, R);
   STD_CUDA_KERNEL_LAUNCH_CHECK();
 }
 

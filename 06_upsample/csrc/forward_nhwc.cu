@@ -9,7 +9,8 @@ namespace ch06 {
 namespace {
 
 // A thread owns V = kV neighbouring values of an output row of pixels (16 bytes)
-// in kRowsOf consecutive output rows of one image, and walks down them as the
+// in rows_per consecutive output rows of one image (kRowsOf, fewer when the launch
+// would leave SMs idle), and walks down them as the
 // NCHW kernel does (walk_rows).
 //   kPixel (rung ForwardNhwcPacks): C is a multiple of V and the tensors are
 //     aligned, so the V values are channels of one pixel: one set of column taps,
@@ -21,7 +22,7 @@ template <typename scalar_t, int V, bool kPixel>
 __global__ void __launch_bounds__(kThreads) forward_nhwc_kernel(
     const scalar_t* __restrict__ x, scalar_t* __restrict__ out, int64_t N, int64_t C, int64_t H_in, int64_t W_in,
     int64_t H_out, int64_t W_out, opmath_type<scalar_t> rh, opmath_type<scalar_t> rw, Mode mode,
-    bool vector_stores) {
+    bool vector_stores, int rows_per) {
   using T = opmath_type<scalar_t>;
   const int64_t row_in = W_in * C, row_out = W_out * C;  // elements per row of pixels
   const int64_t f0 = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * V;  // first value, in a row
@@ -44,11 +45,10 @@ __global__ void __launch_bounds__(kThreads) forward_nhwc_kernel(
     o1[j] = static_cast<int>(xt.i1 * C + c);
     l[j] = xt.l;
   }
-  constexpr int kR = kRowsOf<scalar_t>;
-  const int64_t chunks = (H_out + kR - 1) / kR;  // per image
+  const int64_t chunks = (H_out + rows_per - 1) / rows_per;  // per image
   for (int64_t job = blockIdx.y; job < N * chunks; job += gridDim.y) {
-    const int64_t image = job / chunks, h_begin = (job - image * chunks) * kR;
-    const int64_t h_end = h_begin + kR < H_out ? h_begin + kR : H_out;
+    const int64_t image = job / chunks, h_begin = (job - image * chunks) * rows_per;
+    const int64_t h_end = h_begin + rows_per < H_out ? h_begin + rows_per : H_out;
     const scalar_t* xn = x + image * H_in * row_in;
     scalar_t* on = out + image * H_out * row_out + f0;
     walk_rows<scalar_t, V>(
@@ -92,7 +92,7 @@ __global__ void __launch_bounds__(kThreads) forward_nhwc_kernel(
 template <typename scalar_t>
 __global__ void __launch_bounds__(kThreads, sizeof(scalar_t) == 2 ? 3 : 4) forward_rgb_twice_kernel(
     const scalar_t* __restrict__ x, scalar_t* __restrict__ out, int64_t N, int64_t H_in, int64_t W_in,
-    int64_t H_out, opmath_type<scalar_t> rh, opmath_type<scalar_t> rw, Mode mode) {
+    int64_t H_out, opmath_type<scalar_t> rh, opmath_type<scalar_t> rw, Mode mode, int rows_per) {
   using T = opmath_type<scalar_t>;
   constexpr int V = kV<scalar_t>, Q = V / 2;  // V output pixels, V / 2 input pixels; Q values per 8-byte load
   // The loads start kPre values before pixel k0 (pixel k0 - 1, in whole loads) and end
@@ -113,11 +113,10 @@ __global__ void __launch_bounds__(kThreads, sizeof(scalar_t) == 2 ? 3 : 4) forwa
   for (int j = 0; j < V; ++j) {
     l[j] = source_taps<T>(w0 + j, W_in, rw, mode).l;
   }
-  constexpr int kR = kRowsOf<scalar_t>;
-  const int64_t chunks = (H_out + kR - 1) / kR;  // per image
+  const int64_t chunks = (H_out + rows_per - 1) / rows_per;  // per image
   for (int64_t job = blockIdx.y; job < N * chunks; job += gridDim.y) {
-    const int64_t image = job / chunks, h_begin = (job - image * chunks) * kR;
-    const int64_t h_end = h_begin + kR < H_out ? h_begin + kR : H_out;
+    const int64_t image = job / chunks, h_begin = (job - image * chunks) * rows_per;
+    const int64_t h_end = h_begin + rows_per < H_out ? h_begin + rows_per : H_out;
     const scalar_t* xn = x + image * H_in * row_in;
     scalar_t* on = out + image * H_out * row_out + 3 * w_first;
     walk_rows<scalar_t, 3 * V>(
@@ -172,16 +171,19 @@ __global__ void __launch_bounds__(kThreads, sizeof(scalar_t) == 2 ? 3 : 4) forwa
 template <typename scalar_t>
 void launch_forward_nhwc(const Call<scalar_t>& c, bool packs) {
   const ResizeGeometry& g = c.g;
-  constexpr int V = kV<scalar_t>, kR = kRowsOf<scalar_t>;
+  constexpr int V = kV<scalar_t>;
   const int64_t C = g.channels, N = g.planes / C;
   STD_TORCH_CHECK(g.W_in * C <= std::numeric_limits<int32_t>::max(), "upsample_bilinear2d: a channels-last row of ",
                   g.W_in * C, " input values is too long for the kernel's 32-bit offsets");
   // 16-byte stores need every row to start on a V-value boundary and an aligned output.
   const bool vector_stores = (g.W_out * C) % V == 0 && aligned(c.out.data_ptr(), sizeof(Pack<scalar_t, V>));
-  const Launch l = launch_rows((g.W_out * C + V - 1) / V, N * ((g.H_out + kR - 1) / kR));
+  const int64_t groups = (g.W_out * C + V - 1) / V;  // threads along a row
+  const int R = rows_to_fill(kRowsOf<scalar_t>, c.in.get_device_index(),
+                             [&](int rows) { return groups * N * ((g.H_out + rows - 1) / rows); });
+  const Launch l = launch_rows(groups, N * ((g.H_out + R - 1) / R));
   auto kernel = packs ? forward_nhwc_kernel<scalar_t, V, true> : forward_nhwc_kernel<scalar_t, V, false>;
   kernel<<<l.grid, l.block, 0, c.stream>>>(c.src(), c.dst(), N, C, g.H_in, g.W_in, g.H_out, g.W_out, c.rh, c.rw,
-                                           g.mode, vector_stores);
+                                           g.mode, vector_stores, R);
   STD_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -191,13 +193,16 @@ void launch_forward_nhwc_rgb_x2(const Call<scalar_t>& c) {
     STD_TORCH_CHECK(false, "upsample_bilinear2d: the RGB x2 forward is not compiled for float64");
   } else {
     const ResizeGeometry& g = c.g;
-    constexpr int V = kV<scalar_t>, kR = kRowsOf<scalar_t>;
+    constexpr int V = kV<scalar_t>;
     const int64_t N = g.planes / 3;
     STD_TORCH_CHECK(g.W_in * 3 <= std::numeric_limits<int32_t>::max(), "upsample_bilinear2d: a channels-last row of ",
                     g.W_in * 3, " input values is too long for the kernel's 32-bit offsets");
-    const Launch l = launch_rows(g.W_out / V, N * ((g.H_out + kR - 1) / kR));
+    const int64_t groups = g.W_out / V;  // threads along a row
+    const int R = rows_to_fill(kRowsOf<scalar_t>, c.in.get_device_index(),
+                               [&](int rows) { return groups * N * ((g.H_out + rows - 1) / rows); });
+    const Launch l = launch_rows(groups, N * ((g.H_out + R - 1) / R));
     forward_rgb_twice_kernel<scalar_t><<<l.grid, l.block, 0, c.stream>>>(c.src(), c.dst(), N, g.H_in, g.W_in, g.H_out,
-                                                                          c.rh, c.rw, g.mode);
+                                                                          c.rh, c.rw, g.mode, R);
     STD_CUDA_KERNEL_LAUNCH_CHECK();
   }
 }

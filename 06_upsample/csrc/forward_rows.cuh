@@ -7,7 +7,8 @@ namespace ch06 {
 // Output rows per thread: a thread walks down kRowsOf<scalar_t> consecutive
 // output rows, so each input row it samples serves every output row that
 // blends it (two at x2, four at x4). 2-byte types take twice as many: per byte
-// moved, their threads do twice the work of a float thread.
+// moved, their threads do twice the work of a float thread. A launch that would
+// leave SMs idle gives each thread fewer (rows_to_fill).
 template <typename scalar_t>
 constexpr int kRowsOf = sizeof(scalar_t) == 2 ? 16 : 8;
 

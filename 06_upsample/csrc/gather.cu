@@ -82,15 +82,16 @@ __global__ void __launch_bounds__(kThreads, V == 1 ? kGatherMinBlocks<scalar_t> 
 
 // Channels-last: a thread per NC neighbouring channels of one grad_in pixel
 // (step = C: the "planes" are the channels), as one 16-byte pack when kPack, in
-// kNhwcRows consecutive rows of pixels (n, h): the thread's column window and its
-// index arithmetic serve that many pixels, and the next row's grad_out rows
-// overlap this one's. x -> (w, channel group), y -> a chunk of rows.
+// rows_per consecutive rows of pixels (n, h), kNhwcRows unless that leaves SMs
+// idle: the thread's column window and its index arithmetic serve that many
+// pixels, and the next row's grad_out rows overlap this one's. x -> (w, channel
+// group), y -> a chunk of rows.
 constexpr int kNhwcRows = 4;
 
 template <typename scalar_t, int NC, int K, bool kPack>
 __global__ void __launch_bounds__(kThreads, sizeof(scalar_t) == 2 ? 5 : kGatherMinBlocks<scalar_t>)
     gather_nhwc_kernel(const scalar_t* __restrict__ grad_out, scalar_t* __restrict__ grad_in, int64_t rows, int64_t C,
-                       AxisPlan<opmath_type<scalar_t>> rows_plan, AxisPlan<opmath_type<scalar_t>> cols) {
+                       int rows_per, AxisPlan<opmath_type<scalar_t>> rows_plan, AxisPlan<opmath_type<scalar_t>> cols) {
   using T = opmath_type<scalar_t>;
   const int64_t groups = C / NC;
   const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;  // (w, channel group)
@@ -99,9 +100,9 @@ __global__ void __launch_bounds__(kThreads, sizeof(scalar_t) == 2 ? 5 : kGatherM
   }
   const int64_t w = t / groups, c = (t - w * groups) * NC;
   const ColumnWindow<T, K> win = column_window<T, K, 1>(cols, w, cols.begin[w]);
-  const int64_t chunks = (rows + kNhwcRows - 1) / kNhwcRows;
+  const int64_t chunks = (rows + rows_per - 1) / rows_per;
   for (int64_t chunk = blockIdx.y; chunk < chunks; chunk += gridDim.y) {
-    const int64_t first = chunk * kNhwcRows, last = first + kNhwcRows < rows ? first + kNhwcRows : rows;
+    const int64_t first = chunk * rows_per, last = first + rows_per < rows ? first + rows_per : rows;
     int64_t n = first / rows_plan.in, h = first - n * rows_plan.in;  // one division per chunk
     for (int64_t row = first; row < last; ++row) {
       gather_pixel<NC, K, 1, kPack>(grad_out + n * rows_plan.out * cols.out * C + c, 1,
@@ -133,14 +134,31 @@ int window_bound(T rw) {
 
 }  // namespace
 
+// The next smaller count of planes (or channels) per thread, for a launch that leaves SMs idle.
+constexpr int fewer(int per_thread) { return per_thread == 3 ? 1 : per_thread / 2; }
+
 template <typename scalar_t>
 void launch_gather_planes(const Call<scalar_t>& c, bool column_packs) {
   const ResizeGeometry& g = c.g;
   const auto plan = make_plan(c, true, true);
   const int kw = window_bound(c.rw);
+  // Up to 8 planes a thread (16 for 2-byte types), no more than there are, and fewer (a row a
+  // thread) while the launch would leave SMs idle.
+  const int64_t fill = threads_to_fill(c.in.get_device_index());
+  auto threads = [&](int per_thread, int rows_per) {
+    return g.W_in * ((g.H_in + rows_per - 1) / rows_per) * ((g.planes + per_thread - 1) / per_thread);
+  };
+  int per_thread = kGatherPlanes<scalar_t> > 8 && g.planes >= kGatherPlanes<scalar_t> ? kGatherPlanes<scalar_t>
+                   : g.planes >= 8                                                 ? 8
+                   : g.planes >= 4                                                 ? 4
+                                                                                   : static_cast<int>(g.planes);
+  int rows_per = gather_rows_per_thread(per_thread, kw);
+  if (threads(per_thread, rows_per) < fill) {
+    rows_per = 1;
+    while (per_thread > 1 && threads(per_thread, 1) < fill) per_thread = fewer(per_thread);
+  }
   auto launch = [&](auto planes_tag) {
     constexpr int kPlanes = decltype(planes_tag)::value;
-    const int rows_per = gather_rows_per_thread(kPlanes, kw);
     const Launch l = launch_for(g.W_in, (g.H_in + rows_per - 1) / rows_per, g.planes, kPlanes, kGatherWidth);
     if constexpr (std::is_same_v<scalar_t, float>) {
       if (column_packs) {
@@ -157,17 +175,13 @@ void launch_gather_planes(const Call<scalar_t>& c, bool column_packs) {
     });
     STD_CUDA_KERNEL_LAUNCH_CHECK();
   };
-  // Up to 8 planes at once (16 for 2-byte types), and no more than there are.
-  constexpr int kMost = kGatherPlanes<scalar_t>;
-  if (kMost > 8 && g.planes >= kMost) {
-    return launch(std::integral_constant<int, kMost>{});
-  }
-  switch (g.planes < 8 ? g.planes : 8) {
+  switch (per_thread) {
     case 1: return launch(std::integral_constant<int, 1>{});
     case 2: return launch(std::integral_constant<int, 2>{});
     case 3: return launch(std::integral_constant<int, 3>{});
-    case 4: case 5: case 6: case 7: return launch(std::integral_constant<int, 4>{});
-    default: return launch(std::integral_constant<int, 8>{});
+    case 4: return launch(std::integral_constant<int, 4>{});
+    case 8: return launch(std::integral_constant<int, 8>{});
+    default: return launch(std::integral_constant<int, kGatherPlanes<scalar_t>>{});
   }
 }
 
@@ -178,26 +192,46 @@ void launch_gather_nhwc(const Call<scalar_t>& c) {
   const int kw = window_bound(c.rw);
   const int64_t C = g.channels, n_rows = g.planes / C * g.H_in;
   const bool packs_aligned = aligned(c.in.const_data_ptr(), 16) && aligned(c.out.const_data_ptr(), 16);
-  // kV channels per thread (16 bytes' worth) when C allows it, else 4, 3 or 2 when
-  // they divide C (an RGB pixel's 3 channels share one thread's lookups), else 1.
+  // kV channels per thread (16 bytes' worth) when C allows it, else 4, 3 or 2 when they divide C
+  // (an RGB pixel's 3 channels share one thread's lookups), else 1; kNhwcRows rows a thread. While
+  // that would leave SMs idle: a row a thread, then fewer channels (coalesced still: neighbouring
+  // threads take neighbouring channels).
+  constexpr int NC = kV<scalar_t>;
+  const int counts[] = {NC, NC > 4 ? 4 : 3, 3, 2, 1};  // the first that divides C, then fewer
+  int i = 0;
+  while (C % counts[i] != 0) ++i;
+  const int64_t fill = threads_to_fill(c.in.get_device_index());
+  auto threads = [&](int per_thread, int rows_per) {
+    return g.W_in * (C / per_thread) * ((n_rows + rows_per - 1) / rows_per);
+  };
+  int rows_per = kNhwcRows;
+  if (threads(counts[i], rows_per) < fill) {
+    rows_per = 1;
+    while (counts[i] > 1 && threads(counts[i], 1) < fill) {
+      const int now = counts[i];
+      do ++i; while (C % counts[i] != 0 || counts[i] >= now);
+    }
+  }
+  const int nc = counts[i];
   auto launch = [&](auto channels_tag) {
-    constexpr int NC = decltype(channels_tag)::value;
-    const Launch l = launch_rows(g.W_in * (C / NC), (n_rows + kNhwcRows - 1) / kNhwcRows);
+    constexpr int kNC = decltype(channels_tag)::value;
+    const Launch l = launch_rows(g.W_in * (C / kNC), (n_rows + rows_per - 1) / rows_per);
     with_window(kw, [&](auto k_tag) {
       constexpr int K = decltype(k_tag)::value;
-      constexpr bool kCanPack = NC * sizeof(scalar_t) == 16;
-      auto kernel = kCanPack && packs_aligned ? gather_nhwc_kernel<scalar_t, NC, K, kCanPack>
-                                              : gather_nhwc_kernel<scalar_t, NC, K, false>;
-      kernel<<<l.grid, l.block, 0, c.stream>>>(c.src(), c.dst(), n_rows, C, plan.rows, plan.cols);
+      constexpr bool kCanPack = kNC * sizeof(scalar_t) == 16;
+      auto kernel = kCanPack && packs_aligned ? gather_nhwc_kernel<scalar_t, kNC, K, kCanPack>
+                                              : gather_nhwc_kernel<scalar_t, kNC, K, false>;
+      kernel<<<l.grid, l.block, 0, c.stream>>>(c.src(), c.dst(), n_rows, C, rows_per, plan.rows, plan.cols);
     });
     STD_CUDA_KERNEL_LAUNCH_CHECK();
   };
-  constexpr int NC = kV<scalar_t>;
-  if (C % NC == 0) return launch(std::integral_constant<int, NC>{});
-  if (NC > 4 && C % 4 == 0) return launch(std::integral_constant<int, 4>{});
-  if (C % 3 == 0) return launch(std::integral_constant<int, 3>{});
-  if (C % 2 == 0) return launch(std::integral_constant<int, 2>{});
-  return launch(std::integral_constant<int, 1>{});
+  switch (nc) {
+    case 1: return launch(std::integral_constant<int, 1>{});
+    case 2: return launch(std::integral_constant<int, 2>{});
+    case 3: return launch(std::integral_constant<int, 3>{});
+    case 4: return launch(std::integral_constant<int, 4>{});
+    default: return launch(std::integral_constant<int, NC>{});
+  }
 }
 
 #define CH06_INSTANTIATE(T)                                         \

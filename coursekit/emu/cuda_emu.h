@@ -93,9 +93,17 @@ inline cudaError_t cudaGetLastError() { return cudaSuccess; }
 inline const char* cudaGetErrorString(cudaError_t) { return "no error"; }
 // The judge's GPU has one SM: a launch sized to fill the GPU (1024 threads an SM) takes its
 // small-tensor choices on the tests' smallest shapes and its usual ones on the others.
+// COURSE_EMU_SMS=n makes it n SMs; 0, a GPU whose count cannot be read (the call fails), on
+// which every launch keeps its usual work per thread.
 enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount = 16 };
 inline cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int) {
-  *value = attr == cudaDevAttrMultiProcessorCount ? 1 : 0;
+  const char* env = std::getenv("COURSE_EMU_SMS");
+  const int sms = env != nullptr ? std::atoi(env) : 1;
+  *value = 0;
+  if (attr != cudaDevAttrMultiProcessorCount || sms < 1) {
+    return 1;  // cudaErrorInvalidValue
+  }
+  *value = sms;
   return cudaSuccess;
 }
 constexpr int warpSize = 32;
