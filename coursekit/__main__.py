@@ -97,7 +97,7 @@ def cmd_selfcheck(args) -> int:
     if args.pytest_args:
         return _pytest(["-m", "graders", *args.pytest_args])
     import re
-    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import ThreadPoolExecutor, as_completed
 
     from .selfcheck import variants
 
@@ -126,8 +126,11 @@ def cmd_selfcheck(args) -> int:
 
     totals = {"passed": 0, "failed": 0, "skipped": 0, "error": 0}
     worst = 0
+    # Each part is reported as it ends, so a run stopped early (a machine's time limit) still
+    # shows every part that finished.
     with ThreadPoolExecutor(workers) as pool:
-        for name, proc, seconds in pool.map(run, jobs):
+        for future in as_completed([pool.submit(run, job) for job in jobs]):
+            name, proc, seconds = future.result()
             out = (proc.stdout + proc.stderr).rstrip()
             last = out.splitlines()[-1] if out else ""
             for count, word in re.findall(r"(\d+) (passed|failed|skipped|errors?)", last):
