@@ -262,6 +262,18 @@ static void backward_kernel(const scalar_t* grad_out, scalar_t* grad_in, const R
   const int64_t slots = longest_range<opmath_t>(g.H_in, g.H_out, rh, g.mode, kLineSlots);
   // BEGIN SOLUTION gather-backward
   // STUB: STD_TORCH_CHECK(false, "exercise gather-backward is not done yet (see 06_upsample/README.md)");
+  // float16 on rows of 16 values or more: a grad_out row's columns [read_lo, read_hi) (those the
+  // chunk reads) widened in bulk before its gather, a grad_in row rounded in bulk (widen_half,
+  // round_half): Half's own conversions take one value at a time.
+  constexpr bool kHalf = std::is_same_v<scalar_t, torch::headeronly::Half>;
+  const bool bulk = kHalf && width >= 16;
+  int64_t read_lo = g.W_out, read_hi = 0;
+  for (int64_t k = 0; k < width; ++k) {
+    if (cols.begin[k] < cols.end[k]) {
+      read_lo = std::min(read_lo, cols.begin[k]);
+      read_hi = std::max(read_hi, cols.end[k]);
+    }
+  }
   torch::stable::parallel_for(0, n_rows, grain, [&](int64_t begin, int64_t end) {
     // This task owns grad_in rows [begin, end): it writes each of their
     // elements once, and nothing else. grad_out row dh goes to slot
@@ -270,6 +282,7 @@ static void backward_kernel(const scalar_t* grad_out, scalar_t* grad_in, const R
     LineCache<opmath_t> cache(slots, width);
     std::vector<opmath_t> acc(width);
     const std::vector<opmath_t> zeros(width, opmath_t(0));
+    std::vector<float> wide(bulk ? g.W_out : 0);
     for (int64_t row = begin; row < end; ++row) {
       const int64_t p = row / g.H_in, h = row % g.H_in;
       scalar_t* gi_row = grad_in + row * g.W_in + cols.lo;
@@ -283,15 +296,25 @@ static void backward_kernel(const scalar_t* grad_out, scalar_t* grad_in, const R
       for (int64_t dh = first; dh <= last; ++dh) {
         // grad_out row dh of plane p, gathered along W: line[w] for every input column w of the chunk
         const opmath_t* line = cache.get(p * g.H_out + dh, dh % slots, [&](opmath_t* dst) {
-          gather_line(cols, grad_out + (p * g.H_out + dh) * g.W_out, dst);
+          const scalar_t* go_row = grad_out + (p * g.H_out + dh) * g.W_out;
+          if constexpr (kHalf) {
+            if (bulk) {
+              widen_half(go_row + read_lo, wide.data() + read_lo, read_hi - read_lo);
+              return gather_line(cols, wide.data(), dst);
+            }
+          }
+          gather_line(cols, go_row, dst);
         });
         const opmath_t wy = tap_weight<opmath_t>(source_taps<opmath_t>(dh, g.H_in, rh, g.mode), h);
         // One pass over the row per grad_out row: the first adds to zeros (no
         // separate zeroing pass), the last stores (no separate store pass).
         const opmath_t* sum = dh == first ? zeros.data() : acc.data();
-        if (dh < last) {
+        if (dh < last || bulk) {
           for (int64_t w = 0; w < width; ++w) {  // contiguous: vectorised
             acc[w] = sum[w] + wy * line[w];
+          }
+          if constexpr (kHalf) {
+            if (dh == last) round_half(acc.data(), gi_row, width);
           }
         } else {
           for (int64_t w = 0; w < width; ++w) {
