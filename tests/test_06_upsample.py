@@ -730,6 +730,25 @@ def test_channels_last_same_bits_as_nchw_cpu(up, mode):
                              f"gather {what}, channels_last vs NCHW")
 
 
+# (grad_out shape, input size): rows chunked at 65536 columns, one chunk that no output reads
+HALF_BULK_SHAPES = [((1, 1, 2, 2), (3, 200000)), ((2, 1, 3, 5), (4, 140000)), ((1, 2, 46, 61), (73, 98))]
+
+
+@pytest.mark.parametrize("go_shape, size", HALF_BULK_SHAPES, ids=[f"{c[0]}-to-{c[1]}" for c in HALF_BULK_SHAPES])
+def test_cpu_float16_gather_same_bits_as_float32(up, go_shape, size):
+    """The CPU gather in float16 widens grad_out rows and rounds grad_in rows in bulk (F16C) on rows
+    of 16 values or more, a chunk of columns at a time: the same bits as the float32 gather of the
+    same values rounded once, in both layouts, also in a chunk that no output reads."""
+    backward = torch.ops.ch06._upsample_bilinear2d_backward_kernel
+    grad_out = torch.randn(go_shape).half()
+    for mode in MODES:
+        want = backward(grad_out.float(), list(size), mode, "gather").half()
+        for layout, g in [("NCHW", grad_out), ("channels_last", grad_out.contiguous(memory_format=torch.channels_last))]:
+            same_bits_or_nan(backward(g, list(size), mode, "gather").contiguous(), want,
+                             f"float16 gather {mode}, {layout}, {list(go_shape)} -> {list(size)}, against float32 "
+                             "rounded once")
+
+
 @pytest.mark.parametrize("layout", ["nchw", "channels_last"])
 def test_outputs_are_tensors_of_their_own(up, device, layout):
     """The output and the gradient are new tensors, not views of one made inside the op (as

@@ -267,13 +267,14 @@ static void backward_kernel(const scalar_t* grad_out, scalar_t* grad_in, const R
   // round_half): Half's own conversions take one value at a time.
   constexpr bool kHalf = std::is_same_v<scalar_t, torch::headeronly::Half>;
   const bool bulk = kHalf && width >= 16;
-  int64_t read_lo = g.W_out, read_hi = 0;
+  int64_t read_lo = g.W_out, read_hi = 0;  // none when no column of the chunk is read
   for (int64_t k = 0; k < width; ++k) {
     if (cols.begin[k] < cols.end[k]) {
       read_lo = std::min(read_lo, cols.begin[k]);
       read_hi = std::max(read_hi, cols.end[k]);
     }
   }
+  read_hi = std::max(read_hi, read_lo);
   torch::stable::parallel_for(0, n_rows, grain, [&](int64_t begin, int64_t end) {
     // This task owns grad_in rows [begin, end): it writes each of their
     // elements once, and nothing else. grad_out row dh goes to slot
