@@ -749,6 +749,26 @@ def test_cpu_float16_gather_same_bits_as_float32(up, go_shape, size):
                              "rounded once")
 
 
+# (input shape, output size): short rows in runs of many (a task's last run cut short), rows of
+# 37 values, and rows chunked at 65536 columns
+HALF_FORWARD_SHAPES = [((8, 128, 5, 6), (26, 7)), ((3, 5, 9, 20), (11, 37)), ((1, 1, 3, 70000), (2, 140000))]
+
+
+@pytest.mark.parametrize("shape, size", HALF_FORWARD_SHAPES, ids=[f"{c[0]}-to-{c[1]}" for c in HALF_FORWARD_SHAPES])
+def test_cpu_float16_forward_same_bits_as_float32(up, shape, size):
+    """The CPU forward in float16 rounds its outputs in bulk (F16C): a run of whole rows at a time,
+    or a row of a chunk at a time. The same bits as the float32 forward of the same values rounded
+    once, in both layouts."""
+    forward = torch.ops.ch06._upsample_bilinear2d_kernel
+    x = torch.randn(shape).half()
+    for mode in MODES:
+        want = forward(x.float(), list(size), mode, None, None).half()
+        for layout, t in [("NCHW", x), ("channels_last", x.contiguous(memory_format=torch.channels_last))]:
+            same_bits_or_nan(forward(t, list(size), mode, None, None).contiguous(), want,
+                             f"float16 forward {mode}, {layout}, {list(shape)} -> {list(size)}, against float32 "
+                             "rounded once")
+
+
 @pytest.mark.parametrize("layout", ["nchw", "channels_last"])
 def test_outputs_are_tensors_of_their_own(up, device, layout):
     """The output and the gradient are new tensors, not views of one made inside the op (as

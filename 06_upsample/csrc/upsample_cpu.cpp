@@ -79,10 +79,12 @@ static void forward_chunk(const scalar_t* x, scalar_t* out, const ResizeGeometry
   const int64_t width = w1 - w0;             // values per line
   const int64_t rows = g.planes * g.H_out;  // output rows (p, h) of all planes, in memory order
   const int64_t grain = std::max<int64_t>(1, kGrainElements / width);
-  // float16 converts in bulk (widen_half, round_half) on rows of 16 outputs or more: the input
-  // columns the chunk reads, when they are not many more than its outputs, and every output row.
+  // float16 converts in bulk (widen_half, round_half): the input columns the chunk reads, on rows
+  // of 16 outputs or more when they are not many more than its outputs; and the outputs, a run of
+  // rows at a time when they are whole rows (consecutive in memory), else a row at a time.
   constexpr bool kHalf = std::is_same_v<scalar_t, torch::headeronly::Half>;
   const bool bulk = kHalf && width >= 16;
+  const int64_t run_rows = width == g.W_out ? std::max<int64_t>(1, 512 / width) : 1;
   int64_t lo = xtaps[0].i0, hi = xtaps[0].i1;
   for (const Taps<opmath_t>& t : xtaps) {
     lo = std::min(lo, t.i0);
@@ -94,7 +96,8 @@ static void forward_chunk(const scalar_t* x, scalar_t* out, const ResizeGeometry
     // Input row r (of all planes: r = p * H_in + i) goes to slot r % 2. An
     // output row needs rows i0 and i0 + 1 (or i0 twice): different slots.
     LineCache<opmath_t> cache(2, width);
-    std::vector<float> wide(widen ? span : 0), blended(bulk ? width : 0);
+    std::vector<float> wide(widen ? span : 0), blended(kHalf ? run_rows * width : 0);
+    int64_t run_start = begin;  // float16: the first output row not yet rounded into `out`
     for (int64_t row = begin; row < end; ++row) {
       const int64_t p = row / g.H_out, h = row % g.H_out;
       const Taps<opmath_t> yt = source_taps<opmath_t>(h, g.H_in, rh, g.mode);
@@ -121,18 +124,20 @@ static void forward_chunk(const scalar_t* x, scalar_t* out, const ResizeGeometry
       const opmath_t* top = along_w(p * g.H_in + yt.i0);
       const opmath_t* bottom = along_w(p * g.H_in + yt.i1);
       const opmath_t a = opmath_t(1) - yt.l, b = yt.l;
-      scalar_t* __restrict__ out_row = out + row * g.W_out + w0;
       if constexpr (kHalf) {
-        if (bulk) {
-          for (int64_t i = 0; i < width; ++i) {
-            blended[i] = a * top[i] + b * bottom[i];
-          }
-          round_half(blended.data(), out_row, width);
-          continue;
+        float* run = blended.data() + (row - run_start) * width;
+        for (int64_t i = 0; i < width; ++i) {
+          run[i] = a * top[i] + b * bottom[i];
         }
-      }
-      for (int64_t i = 0; i < width; ++i) {  // contiguous: the compiler vectorises it
-        out_row[i] = static_cast<scalar_t>(a * top[i] + b * bottom[i]);
+        if (row + 1 - run_start == run_rows || row + 1 == end) {
+          round_half(blended.data(), out + run_start * g.W_out + w0, (row + 1 - run_start) * width);
+          run_start = row + 1;
+        }
+      } else {
+        scalar_t* __restrict__ out_row = out + row * g.W_out + w0;
+        for (int64_t i = 0; i < width; ++i) {  // contiguous: the compiler vectorises it
+          out_row[i] = static_cast<scalar_t>(a * top[i] + b * bottom[i]);
+        }
       }
     }
   });
