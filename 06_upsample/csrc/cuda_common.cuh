@@ -76,6 +76,21 @@ int rows_to_fill(int most, int32_t device, const Threads& threads) {
   return rows;
 }
 
+// The gathers' work per thread, `per` values (planes or channels) in `rows` rows: kept while
+// threads(per, rows) threads fill the GPU; else a row a thread, then fewer values
+// (fewer(per) is the next smaller count, 1 the last) until they do.
+template <typename Threads, typename Fewer>
+void gather_work_to_fill(int32_t device, int& per, int& rows, const Threads& threads, const Fewer& fewer) {
+  const int64_t fill = threads_to_fill(device);
+  if (threads(per, rows) >= fill) {
+    return;
+  }
+  rows = 1;
+  while (per > 1 && threads(per, 1) < fill) {
+    per = fewer(per);
+  }
+}
+
 // The channels-last kernels' grid: x along a row of `row_length` values, y over `rows` rows.
 inline Launch launch_rows(int64_t row_length, int64_t rows) {
   const int64_t gx = (row_length + kThreads - 1) / kThreads;

@@ -134,29 +134,22 @@ int window_bound(T rw) {
 
 }  // namespace
 
-// The next smaller count of planes (or channels) per thread, for a launch that leaves SMs idle.
-constexpr int fewer(int per_thread) { return per_thread == 3 ? 1 : per_thread / 2; }
-
 template <typename scalar_t>
 void launch_gather_planes(const Call<scalar_t>& c, bool column_packs) {
   const ResizeGeometry& g = c.g;
   const auto plan = make_plan(c, true, true);
   const int kw = window_bound(c.rw);
   // Up to 8 planes a thread (16 for 2-byte types), no more than there are, and fewer (a row a
-  // thread) while the launch would leave SMs idle.
-  const int64_t fill = threads_to_fill(c.in.get_device_index());
-  auto threads = [&](int per_thread, int rows_per) {
-    return g.W_in * ((g.H_in + rows_per - 1) / rows_per) * ((g.planes + per_thread - 1) / per_thread);
-  };
+  // thread, then 8, 4, 2, 1 planes; 3 goes to 1) while the launch would leave SMs idle.
   int per_thread = kGatherPlanes<scalar_t> > 8 && g.planes >= kGatherPlanes<scalar_t> ? kGatherPlanes<scalar_t>
                    : g.planes >= 8                                                 ? 8
                    : g.planes >= 4                                                 ? 4
                                                                                    : static_cast<int>(g.planes);
   int rows_per = gather_rows_per_thread(per_thread, kw);
-  if (threads(per_thread, rows_per) < fill) {
-    rows_per = 1;
-    while (per_thread > 1 && threads(per_thread, 1) < fill) per_thread = fewer(per_thread);
-  }
+  gather_work_to_fill(
+      c.in.get_device_index(), per_thread, rows_per,
+      [&](int per, int rows) { return g.W_in * ((g.H_in + rows - 1) / rows) * ((g.planes + per - 1) / per); },
+      [](int per) { return per == 3 ? 1 : per / 2; });
   auto launch = [&](auto planes_tag) {
     constexpr int kPlanes = decltype(planes_tag)::value;
     const Launch l = launch_for(g.W_in, (g.H_in + rows_per - 1) / rows_per, g.planes, kPlanes, kGatherWidth);
@@ -198,21 +191,15 @@ void launch_gather_nhwc(const Call<scalar_t>& c) {
   // threads take neighbouring channels).
   constexpr int NC = kV<scalar_t>;
   const int counts[] = {NC, NC > 4 ? 4 : 3, 3, 2, 1};  // the first that divides C, then fewer
-  int i = 0;
-  while (C % counts[i] != 0) ++i;
-  const int64_t fill = threads_to_fill(c.in.get_device_index());
-  auto threads = [&](int per_thread, int rows_per) {
-    return g.W_in * (C / per_thread) * ((n_rows + rows_per - 1) / rows_per);
+  auto dividing_below = [&](int above) {  // the first count under `above` that divides C
+    int i = 0;
+    while (counts[i] >= above || C % counts[i] != 0) ++i;
+    return counts[i];
   };
-  int rows_per = kNhwcRows;
-  if (threads(counts[i], rows_per) < fill) {
-    rows_per = 1;
-    while (counts[i] > 1 && threads(counts[i], 1) < fill) {
-      const int now = counts[i];
-      do ++i; while (C % counts[i] != 0 || counts[i] >= now);
-    }
-  }
-  const int nc = counts[i];
+  int nc = dividing_below(NC + 1), rows_per = kNhwcRows;
+  gather_work_to_fill(
+      c.in.get_device_index(), nc, rows_per,
+      [&](int per, int rows) { return g.W_in * (C / per) * ((n_rows + rows - 1) / rows); }, dividing_below);
   auto launch = [&](auto channels_tag) {
     constexpr int kNC = decltype(channels_tag)::value;
     const Launch l = launch_rows(g.W_in * (C / kNC), (n_rows + rows_per - 1) / rows_per);
