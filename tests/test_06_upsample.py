@@ -730,6 +730,15 @@ def test_channels_last_same_bits_as_nchw_cpu(up, mode):
                              f"gather {what}, channels_last vs NCHW")
 
 
+def float16_as_float32_rounded(call, t: torch.Tensor, what: str) -> None:
+    """call(t, mode) on float16 `t`, in both layouts and every mode: the bits of call on t's values
+    in float32, rounded once to float16."""
+    for mode in MODES:
+        want = call(t.float(), mode).half()
+        for layout, u in [("NCHW", t), ("channels_last", t.contiguous(memory_format=torch.channels_last))]:
+            same_bits_or_nan(call(u, mode).contiguous(), want, f"{what}, {mode}, {layout}, against float32 rounded once")
+
+
 # (grad_out shape, input size): rows chunked at 65536 columns, one chunk that no output reads
 HALF_BULK_SHAPES = [((1, 1, 2, 2), (3, 200000)), ((2, 1, 3, 5), (4, 140000)), ((1, 2, 46, 61), (73, 98))]
 
@@ -740,13 +749,8 @@ def test_cpu_float16_gather_same_bits_as_float32(up, go_shape, size):
     of 16 values or more, a chunk of columns at a time: the same bits as the float32 gather of the
     same values rounded once, in both layouts, also in a chunk that no output reads."""
     backward = torch.ops.ch06._upsample_bilinear2d_backward_kernel
-    grad_out = torch.randn(go_shape).half()
-    for mode in MODES:
-        want = backward(grad_out.float(), list(size), mode, "gather").half()
-        for layout, g in [("NCHW", grad_out), ("channels_last", grad_out.contiguous(memory_format=torch.channels_last))]:
-            same_bits_or_nan(backward(g, list(size), mode, "gather").contiguous(), want,
-                             f"float16 gather {mode}, {layout}, {list(go_shape)} -> {list(size)}, against float32 "
-                             "rounded once")
+    float16_as_float32_rounded(lambda t, mode: backward(t, list(size), mode, "gather"), torch.randn(go_shape).half(),
+                               f"float16 gather, {list(go_shape)} -> {list(size)}")
 
 
 # (input shape, output size): short rows in runs of many (a task's last run cut short), rows of
@@ -760,13 +764,8 @@ def test_cpu_float16_forward_same_bits_as_float32(up, shape, size):
     or a row of a chunk at a time. The same bits as the float32 forward of the same values rounded
     once, in both layouts."""
     forward = torch.ops.ch06._upsample_bilinear2d_kernel
-    x = torch.randn(shape).half()
-    for mode in MODES:
-        want = forward(x.float(), list(size), mode, None, None).half()
-        for layout, t in [("NCHW", x), ("channels_last", x.contiguous(memory_format=torch.channels_last))]:
-            same_bits_or_nan(forward(t, list(size), mode, None, None).contiguous(), want,
-                             f"float16 forward {mode}, {layout}, {list(shape)} -> {list(size)}, against float32 "
-                             "rounded once")
+    float16_as_float32_rounded(lambda t, mode: forward(t, list(size), mode, None, None), torch.randn(shape).half(),
+                               f"float16 forward, {list(shape)} -> {list(size)}")
 
 
 @pytest.mark.parametrize("layout", ["nchw", "channels_last"])

@@ -83,7 +83,6 @@ static void forward_chunk(const scalar_t* x, scalar_t* out, const ResizeGeometry
   // of 16 outputs or more when they are not many more than its outputs; and the outputs, a run of
   // rows at a time when they are whole rows (consecutive in memory), else a row at a time.
   constexpr bool kHalf = std::is_same_v<scalar_t, torch::headeronly::Half>;
-  const bool bulk = kHalf && width >= 16;
   const int64_t run_rows = width == g.W_out ? std::max<int64_t>(1, 512 / width) : 1;
   int64_t lo = xtaps[0].i0, hi = xtaps[0].i1;
   for (const Taps<opmath_t>& t : xtaps) {
@@ -91,7 +90,7 @@ static void forward_chunk(const scalar_t* x, scalar_t* out, const ResizeGeometry
     hi = std::max(hi, t.i1);
   }
   const int64_t span = hi + 1 - lo;
-  const bool widen = bulk && span <= 4 * width + 64;
+  const bool widen = kHalf && width >= 16 && span <= 4 * width + 64;
   torch::stable::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
     // Input row r (of all planes: r = p * H_in + i) goes to slot r % 2. An
     // output row needs rows i0 and i0 + 1 (or i0 twice): different slots.
