@@ -732,10 +732,10 @@ def test_channels_last_same_bits_as_nchw_cpu(up, mode):
 
 def float16_as_float32_rounded(call, t: torch.Tensor, what: str) -> None:
     """call(t, mode) on float16 `t`, in both layouts and every mode: the bits of call on t's values
-    in float32, rounded once to float16."""
+    in float32 in the same layout (the same kernel), rounded once to float16."""
     for mode in MODES:
-        want = call(t.float(), mode).half()
         for layout, u in [("NCHW", t), ("channels_last", t.contiguous(memory_format=torch.channels_last))]:
+            want = call(u.float(), mode).half().contiguous()
             same_bits_or_nan(call(u, mode).contiguous(), want, f"{what}, {mode}, {layout}, against float32 rounded once")
 
 
@@ -743,11 +743,12 @@ def float16_as_float32_rounded(call, t: torch.Tensor, what: str) -> None:
 HALF_BULK_SHAPES = [((1, 1, 2, 2), (3, 200000)), ((2, 1, 3, 5), (4, 140000)), ((1, 2, 46, 61), (73, 98))]
 
 
+@pytest.mark.exercise("gather-backward")
 @pytest.mark.parametrize("go_shape, size", HALF_BULK_SHAPES, ids=[f"{c[0]}-to-{c[1]}" for c in HALF_BULK_SHAPES])
 def test_cpu_float16_gather_same_bits_as_float32(up, go_shape, size):
-    """The CPU gather in float16 widens grad_out rows and rounds grad_in rows in bulk (F16C) on rows
-    of 16 values or more, a chunk of columns at a time: the same bits as the float32 gather of the
-    same values rounded once, in both layouts, also in a chunk that no output reads."""
+    """The CPU gather in float16 is its float32 computation rounded once: the same bits as the
+    float32 gather of the same values rounded once, in both layouts, also on rows done in chunks of
+    65536 columns and in a chunk that no output reads (the chapter's converts rows in bulk there)."""
     backward = torch.ops.ch06._upsample_bilinear2d_backward_kernel
     float16_as_float32_rounded(lambda t, mode: backward(t, list(size), mode, "gather"), torch.randn(go_shape).half(),
                                f"float16 gather, {list(go_shape)} -> {list(size)}")

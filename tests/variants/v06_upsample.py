@@ -715,6 +715,10 @@ VARIANTS += [
             "a later call with a wider row reads past it",
             "csrc/upsample_cpu.cpp", "    const std::vector<opmath_t> zeros(width, opmath_t(0));\n",
             "    static const std::vector<opmath_t> zeros(width, opmath_t(0));\n"),
+    Variant("cpu-gather-half-span-at-zero", "float16: widens the chunk's read columns [read_lo, read_hi) to the "
+            "start of the buffer, while the gather reads them at their own columns (right only when read_lo is 0)",
+            "csrc/upsample_cpu.cpp", "widen_half(go_row + read_lo, wide.data() + read_lo, read_hi - read_lo);",
+            "widen_half(go_row + read_lo, wide.data(), read_hi - read_lo);"),
     Variant("cpu-gather-h-first-shared-scratch", "the H-first gather creates its two lines once, outside "
             "parallel_for: tasks on different threads share them",
             "csrc/upsample_cpu.cpp",
