@@ -730,12 +730,12 @@ def test_channels_last_same_bits_as_nchw_cpu(up, mode):
                              f"gather {what}, channels_last vs NCHW")
 
 
-def float16_as_float32_rounded(call, t: torch.Tensor, what: str) -> None:
-    """call(t, mode) on float16 `t`, in both layouts and every mode: the bits of call on t's values
-    in float32 in the same layout (the same kernel), rounded once to float16."""
+def float32_rounded_once(call, t: torch.Tensor, what: str) -> None:
+    """call(t, mode) on float16 or bfloat16 `t`, in both layouts and every mode: the bits of call on
+    t's values in float32 in the same layout (the same kernel), rounded once to t's dtype."""
     for mode in MODES:
         for layout, u in [("NCHW", t), ("channels_last", t.contiguous(memory_format=torch.channels_last))]:
-            want = call(u.float(), mode).half().contiguous()
+            want = call(u.float(), mode).to(t.dtype).contiguous()
             same_bits_or_nan(call(u, mode).contiguous(), want, f"{what}, {mode}, {layout}, against float32 rounded once")
 
 
@@ -750,23 +750,26 @@ def test_cpu_float16_gather_same_bits_as_float32(up, go_shape, size):
     float32 gather of the same values rounded once, in both layouts, also on rows done in chunks of
     65536 columns and in a chunk that no output reads (the chapter's converts rows in bulk there)."""
     backward = torch.ops.ch06._upsample_bilinear2d_backward_kernel
-    float16_as_float32_rounded(lambda t, mode: backward(t, list(size), mode, "gather"), torch.randn(go_shape).half(),
-                               f"float16 gather, {list(go_shape)} -> {list(size)}")
+    float32_rounded_once(lambda t, mode: backward(t, list(size), mode, "gather"), torch.randn(go_shape).half(),
+                         f"float16 gather, {list(go_shape)} -> {list(size)}")
 
 
-# (input shape, output size): short rows in runs of many (a task's last run cut short), rows of
-# 37 values, and rows chunked at 65536 columns
-HALF_FORWARD_SHAPES = [((8, 128, 5, 6), (26, 7)), ((3, 5, 9, 20), (11, 37)), ((1, 1, 3, 70000), (2, 140000))]
+# (input shape, output size): short rows in runs of many (a task's last run cut short); narrow rows
+# shrinking along H, read from blocks of widened rows (the last block cut short) or from the tensor;
+# rows of 37 values; rows chunked at 65536 columns
+HALF_FORWARD_SHAPES = [((8, 128, 5, 6), (26, 7)), ((2, 256, 10, 7), (8, 6)), ((2, 3, 40, 300), (20, 5)),
+                       ((3, 5, 9, 20), (11, 37)), ((1, 1, 3, 70000), (2, 140000))]
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("shape, size", HALF_FORWARD_SHAPES, ids=[f"{c[0]}-to-{c[1]}" for c in HALF_FORWARD_SHAPES])
-def test_cpu_float16_forward_same_bits_as_float32(up, shape, size):
-    """The CPU forward in float16 rounds its outputs in bulk (F16C): a run of whole rows at a time,
-    or a row of a chunk at a time. The same bits as the float32 forward of the same values rounded
-    once, in both layouts."""
+def test_cpu_2byte_forward_same_bits_as_float32(up, shape, size, dtype):
+    """The CPU forward in float16 and bfloat16 converts in bulk (F16C, AVX2): inputs a block of rows
+    or a row's columns at a time, outputs a run of whole rows or a row of a chunk at a time. The
+    same bits as the float32 forward of the same values rounded once, in both layouts."""
     forward = torch.ops.ch06._upsample_bilinear2d_kernel
-    float16_as_float32_rounded(lambda t, mode: forward(t, list(size), mode, None, None), torch.randn(shape).half(),
-                               f"float16 forward, {list(shape)} -> {list(size)}")
+    float32_rounded_once(lambda t, mode: forward(t, list(size), mode, None, None), torch.randn(shape).to(dtype),
+                         f"{dtype} forward, {list(shape)} -> {list(size)}")
 
 
 @pytest.mark.parametrize("layout", ["nchw", "channels_last"])

@@ -79,10 +79,14 @@ static void forward_chunk(const scalar_t* x, scalar_t* out, const ResizeGeometry
   const int64_t width = w1 - w0;             // values per line
   const int64_t rows = g.planes * g.H_out;  // output rows (p, h) of all planes, in memory order
   const int64_t grain = std::max<int64_t>(1, kGrainElements / width);
-  // float16 converts in bulk (widen_half, round_half): the input columns the chunk reads, on rows
-  // of 16 outputs or more when they are not many more than its outputs; and the outputs, a run of
-  // rows at a time when they are whole rows (consecutive in memory), else a row at a time.
-  constexpr bool kHalf = std::is_same_v<scalar_t, torch::headeronly::Half>;
+  // Narrow rows (under 16 outputs) that shrink along H, where an input row serves about one output
+  // row: each output straight from its four taps (the same arithmetic as the lines), no lines kept.
+  const bool direct = width < 16 && g.H_out <= g.H_in;
+  // 2-byte types convert in bulk (widen, narrow: a vector at a time). The inputs: on narrow rows,
+  // whole rows, a block of consecutive rows at a time, when a row is not many more values than the
+  // outputs it gives; on wider rows, the columns the chunk reads, under the same condition. The
+  // outputs: a run of rows at a time when they are whole rows (consecutive in memory), else a row.
+  constexpr bool k2 = sizeof(scalar_t) == 2;
   const int64_t run_rows = width == g.W_out ? std::max<int64_t>(1, 512 / width) : 1;
   int64_t lo = xtaps[0].i0, hi = xtaps[0].i1;
   for (const Taps<opmath_t>& t : xtaps) {
@@ -90,52 +94,97 @@ static void forward_chunk(const scalar_t* x, scalar_t* out, const ResizeGeometry
     hi = std::max(hi, t.i1);
   }
   const int64_t span = hi + 1 - lo;
-  const bool widen = kHalf && width >= 16 && span <= 4 * width + 64;
+  const int64_t block_rows = k2 && width < 16 && width == g.W_out && g.W_in <= 4 * width + 64
+                                 ? std::max<int64_t>(2, 512 / g.W_in) : 0;
+  const bool widen_span = k2 && width >= 16 && span <= 4 * width + 64;
+  // The taps of the output rows, when the rows of several planes would compute them again.
+  std::vector<Taps<opmath_t>> ytaps(g.planes > 1 && g.H_out <= 4096 ? g.H_out : 0);
+  for (int64_t h = 0; h < static_cast<int64_t>(ytaps.size()); ++h) {
+    ytaps[h] = source_taps<opmath_t>(h, g.H_in, rh, g.mode);
+  }
   torch::stable::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
     // Input row r (of all planes: r = p * H_in + i) goes to slot r % 2. An
     // output row needs rows i0 and i0 + 1 (or i0 twice): different slots.
     LineCache<opmath_t> cache(2, width);
-    std::vector<float> wide(widen ? span : 0), blended(kHalf ? run_rows * width : 0);
-    int64_t run_start = begin;  // float16: the first output row not yet rounded into `out`
-    for (int64_t row = begin; row < end; ++row) {
-      const int64_t p = row / g.H_out, h = row % g.H_out;
-      const Taps<opmath_t> yt = source_taps<opmath_t>(h, g.H_in, rh, g.mode);
-      auto along_w = [&](int64_t r) {
-        return cache.get(r, r % 2, [&](opmath_t* line) {
-          const scalar_t* in_row = x + r * g.W_in;
-          if constexpr (kHalf) {
-            if (widen) {  // the same values, read as floats from columns lo, lo + 1, ...
-              widen_half(in_row + lo, wide.data(), span);
-              for (int64_t w = 0; w < width; ++w) {
-                Taps<opmath_t> t = xtaps[w];
-                t.i0 -= lo;
-                t.i1 -= lo;
-                line[w] = sample_line<float, opmath_t>(wide.data(), t);
-              }
-              return;
+    std::vector<float> wide(block_rows > 0 ? block_rows * g.W_in : widen_span ? span : 0);
+    std::vector<float> blended(k2 ? run_rows * width : 0);
+    int64_t wide_lo = 0, wide_hi = 0;  // block_rows: the input rows [wide_lo, wide_hi) are in `wide`
+    auto widened = [&](int64_t r) {    // input row r, as floats
+      if (r < wide_lo || r + 1 >= wide_hi) {  // r + 1 too: a direct output reads rows r and r + 1
+        wide_lo = r;
+        wide_hi = std::min(r + block_rows, g.planes * g.H_in);
+        if constexpr (k2) widen(x + wide_lo * g.W_in, wide.data(), (wide_hi - wide_lo) * g.W_in);
+      }
+      return wide.data() + (r - wide_lo) * g.W_in;
+    };
+    auto along_w = [&](int64_t r) {  // the line of input row r: its values at the output columns
+      return cache.get(r, r % 2, [&](opmath_t* line) {
+        if constexpr (k2) {
+          if (block_rows > 0) {
+            const float* in_row = widened(r);
+            for (int64_t w = 0; w < width; ++w) {
+              line[w] = sample_line<float, opmath_t>(in_row, xtaps[w]);
             }
+            return;
           }
-          for (int64_t w = 0; w < width; ++w) {
-            line[w] = sample_line<scalar_t, opmath_t>(in_row, xtaps[w]);
+          if (widen_span) {  // the same values, read as floats from columns lo, lo + 1, ...
+            widen(x + r * g.W_in + lo, wide.data(), span);
+            for (int64_t w = 0; w < width; ++w) {
+              Taps<opmath_t> t = xtaps[w];
+              t.i0 -= lo;
+              t.i1 -= lo;
+              line[w] = sample_line<float, opmath_t>(wide.data(), t);
+            }
+            return;
           }
-        });
-      };
-      const opmath_t* top = along_w(p * g.H_in + yt.i0);
-      const opmath_t* bottom = along_w(p * g.H_in + yt.i1);
+        }
+        const scalar_t* in_row = x + r * g.W_in;
+        for (int64_t w = 0; w < width; ++w) {
+          line[w] = sample_line<scalar_t, opmath_t>(in_row, xtaps[w]);
+        }
+      });
+    };
+    int64_t run_start = begin;  // 2-byte types: the first output row not yet rounded into `out`
+    int64_t p = begin / g.H_out, h = begin % g.H_out;  // of `row`, counted along
+    for (int64_t row = begin; row < end; ++row, h = h + 1 < g.H_out ? h + 1 : (++p, 0)) {
+      const Taps<opmath_t> yt = ytaps.empty() ? source_taps<opmath_t>(h, g.H_in, rh, g.mode) : ytaps[h];
       const opmath_t a = opmath_t(1) - yt.l, b = yt.l;
-      if constexpr (kHalf) {
-        float* run = blended.data() + (row - run_start) * width;
-        for (int64_t i = 0; i < width; ++i) {
-          run[i] = a * top[i] + b * bottom[i];
+      const int64_t r0 = p * g.H_in + yt.i0, r1 = p * g.H_in + yt.i1;
+      // The row's outputs: into `out`, or for 2-byte types into the run, rounded below.
+      auto store = [&](auto&& value) {
+        if constexpr (k2) {
+          float* run = blended.data() + (row - run_start) * width;
+          for (int64_t i = 0; i < width; ++i) {
+            run[i] = value(i);
+          }
+        } else {
+          scalar_t* __restrict__ out_row = out + row * g.W_out + w0;
+          for (int64_t i = 0; i < width; ++i) {  // contiguous: the compiler vectorises it
+            out_row[i] = static_cast<scalar_t>(value(i));
+          }
         }
-        if (row + 1 - run_start == run_rows || row + 1 == end) {
-          round_half(blended.data(), out + run_start * g.W_out + w0, (row + 1 - run_start) * width);
-          run_start = row + 1;
-        }
+      };
+      if (direct && block_rows > 0) {
+        const float* in0 = widened(r0);
+        const float* in1 = in0 + (r1 - r0) * g.W_in;
+        store([&](int64_t i) {
+          return a * sample_line<float, opmath_t>(in0, xtaps[i]) + b * sample_line<float, opmath_t>(in1, xtaps[i]);
+        });
+      } else if (direct) {
+        const scalar_t* in0 = x + r0 * g.W_in;
+        const scalar_t* in1 = x + r1 * g.W_in;
+        store([&](int64_t i) {
+          return a * sample_line<scalar_t, opmath_t>(in0, xtaps[i]) + b * sample_line<scalar_t, opmath_t>(in1, xtaps[i]);
+        });
       } else {
-        scalar_t* __restrict__ out_row = out + row * g.W_out + w0;
-        for (int64_t i = 0; i < width; ++i) {  // contiguous: the compiler vectorises it
-          out_row[i] = static_cast<scalar_t>(a * top[i] + b * bottom[i]);
+        const opmath_t* top = along_w(r0);
+        const opmath_t* bottom = along_w(r1);
+        store([&](int64_t i) { return a * top[i] + b * bottom[i]; });
+      }
+      if constexpr (k2) {
+        if (row + 1 - run_start == run_rows || row + 1 == end) {
+          narrow(blended.data(), out + run_start * g.W_out + w0, (row + 1 - run_start) * width);
+          run_start = row + 1;
         }
       }
     }
@@ -267,8 +316,8 @@ static void backward_kernel(const scalar_t* grad_out, scalar_t* grad_in, const R
   // BEGIN SOLUTION gather-backward
   // STUB: STD_TORCH_CHECK(false, "exercise gather-backward is not done yet (see 06_upsample/README.md)");
   // float16 on rows of 16 values or more: a grad_out row's columns [read_lo, read_hi) (those the
-  // chunk reads) widened in bulk before its gather, a grad_in row rounded in bulk (widen_half,
-  // round_half): Half's own conversions take one value at a time.
+  // chunk reads) widened in bulk before its gather, a grad_in row rounded in bulk (widen,
+  // narrow): Half's own conversions take one value at a time.
   constexpr bool kHalf = std::is_same_v<scalar_t, torch::headeronly::Half>;
   const bool bulk = kHalf && width >= 16;
   int64_t read_lo = g.W_out, read_hi = 0;  // none when no column of the chunk is read
@@ -304,7 +353,7 @@ static void backward_kernel(const scalar_t* grad_out, scalar_t* grad_in, const R
           const scalar_t* go_row = grad_out + (p * g.H_out + dh) * g.W_out;
           if constexpr (kHalf) {
             if (bulk) {
-              widen_half(go_row + read_lo, wide.data() + read_lo, read_hi - read_lo);
+              widen(go_row + read_lo, wide.data() + read_lo, read_hi - read_lo);
               return gather_line(cols, wide.data(), dst);
             }
           }
@@ -319,7 +368,7 @@ static void backward_kernel(const scalar_t* grad_out, scalar_t* grad_in, const R
             acc[w] = sum[w] + wy * line[w];
           }
           if constexpr (kHalf) {
-            if (dh == last) round_half(acc.data(), gi_row, width);
+            if (dh == last) narrow(acc.data(), gi_row, width);
           }
         } else {
           for (int64_t w = 0; w < width; ++w) {
@@ -353,7 +402,7 @@ static void backward_kernel_h_first(const scalar_t* grad_out, scalar_t* grad_in,
   torch::stable::parallel_for(0, N * g.H_in, grain, [&](int64_t begin, int64_t end) {
     std::vector<opmath_t> t(out_len), acc(in_len);
     constexpr bool kHalf = std::is_same_v<scalar_t, torch::headeronly::Half>;
-    std::vector<float> wide(kHalf ? out_len : 0);  // float16: a grad_out row widened in bulk (widen_half)
+    std::vector<float> wide(kHalf ? out_len : 0);  // float16: a grad_out row widened in bulk (widen)
     for (int64_t row = begin; row < end; ++row) {
       const int64_t n = row / g.H_in, h = row % g.H_in;
       scalar_t* gi_row = grad_in + row * in_len;
@@ -368,7 +417,7 @@ static void backward_kernel_h_first(const scalar_t* grad_out, scalar_t* grad_in,
         const opmath_t wy = tap_weight<opmath_t>(source_taps<opmath_t>(dh, g.H_in, rh, g.mode), h);
         const scalar_t* go_row = grad_out + (n * g.H_out + dh) * out_len;
         if constexpr (kHalf) {
-          widen_half(go_row, wide.data(), out_len);
+          widen(go_row, wide.data(), out_len);
           add_scaled(t.data(), wide.data(), wy, out_len);
         } else {
           add_scaled(t.data(), go_row, wy, out_len);
@@ -383,7 +432,7 @@ static void backward_kernel_h_first(const scalar_t* grad_out, scalar_t* grad_in,
         }
       }
       if constexpr (kHalf) {
-        round_half(acc.data(), gi_row, in_len);
+        narrow(acc.data(), gi_row, in_len);
       } else {
         for (int64_t i = 0; i < in_len; ++i) {
           gi_row[i] = static_cast<scalar_t>(acc[i]);

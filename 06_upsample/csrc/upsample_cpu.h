@@ -58,11 +58,13 @@ struct GatherTable {
   }
 };
 
-// float16 rows converted in bulk, 8 values at a time with F16C where the CPU has it
-// (upsample_cpu_nhwc.cpp): widened exactly, rounded to nearest even, as Half's own
-// conversions, which convert one value at a time.
-void widen_half(const torch::headeronly::Half* src, float* dst, int64_t n);
-void round_half(const float* src, torch::headeronly::Half* dst, int64_t n);
+// float16 and bfloat16 rows converted in bulk, 8 values at a time with F16C and AVX2 where the
+// CPU has them (upsample_cpu_nhwc.cpp): widened exactly, rounded to nearest even, as the types'
+// own conversions, which convert one value at a time.
+void widen(const torch::headeronly::Half* src, float* dst, int64_t n);
+void widen(const torch::headeronly::BFloat16* src, float* dst, int64_t n);
+void narrow(const float* src, torch::headeronly::Half* dst, int64_t n);
+void narrow(const float* src, torch::headeronly::BFloat16* dst, int64_t n);
 
 // The channels-last kernels (upsample_cpu_nhwc.cpp), for float, double, Half
 // and BFloat16: x, out, grad_out and grad_in packed NHWC. backward_nhwc sums

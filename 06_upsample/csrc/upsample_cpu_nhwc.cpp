@@ -644,9 +644,9 @@ static void gather_chunk(const scalar_t* grad_out, scalar_t* grad_in, const Resi
 }
 
 // ---------------------------------------------------------------------------
-// float16 rows for the NCHW kernels (widen_half, round_half, in upsample_cpu.h): n values
-// converted, a vector at a time through vload and vstore (F16C in the AVX2 function), the rest
-// one at a time.
+// float16 and bfloat16 rows for the NCHW kernels (widen, narrow, in upsample_cpu.h): n values
+// converted, a vector at a time through vload and vstore (F16C and AVX2 in the AVX2 function),
+// the rest one at a time.
 template <typename From, typename To>
 struct ConvertPlan {
   const From* src;
@@ -673,13 +673,10 @@ NHWC_INLINE void run_rows(const ConvertPlan<From, To>& p, int64_t begin, int64_t
 
 }  // namespace
 
-void widen_half(const Half* src, float* dst, int64_t n) {
-  task(ConvertPlan<Half, float>{src, dst}, 0, n);
-}
-
-void round_half(const float* src, Half* dst, int64_t n) {
-  task(ConvertPlan<float, Half>{src, dst}, 0, n);
-}
+void widen(const Half* src, float* dst, int64_t n) { task(ConvertPlan<Half, float>{src, dst}, 0, n); }
+void widen(const BFloat16* src, float* dst, int64_t n) { task(ConvertPlan<BFloat16, float>{src, dst}, 0, n); }
+void narrow(const float* src, Half* dst, int64_t n) { task(ConvertPlan<float, Half>{src, dst}, 0, n); }
+void narrow(const float* src, BFloat16* dst, int64_t n) { task(ConvertPlan<float, BFloat16>{src, dst}, 0, n); }
 
 template <typename scalar_t>
 void forward_nhwc(const scalar_t* x, scalar_t* out, const ResizeGeometry& g) {

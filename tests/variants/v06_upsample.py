@@ -297,9 +297,9 @@ VARIANTS = [
             "csrc/upsample_cpu.cpp", "return cache.get(r, r % 2, [&](opmath_t* line) {",
             "return cache.get(r, 0, [&](opmath_t* line) {"),
     Variant("cpu-forward-blend-storage-type", "blends along H in the storage type on the CPU",
-            "csrc/upsample_cpu.cpp", "out_row[i] = static_cast<scalar_t>(a * top[i] + b * bottom[i]);",
-            "out_row[i] = static_cast<scalar_t>(a) * static_cast<scalar_t>(top[i]) + "
-            "static_cast<scalar_t>(b) * static_cast<scalar_t>(bottom[i]);"),
+            "csrc/upsample_cpu.cpp", "store([&](int64_t i) { return a * top[i] + b * bottom[i]; });",
+            "store([&](int64_t i) { return static_cast<scalar_t>(a) * static_cast<scalar_t>(top[i]) + "
+            "static_cast<scalar_t>(b) * static_cast<scalar_t>(bottom[i]); });"),
     Variant("forward-ignores-strides", "passes a non-contiguous x to the kernels as if it were packed",
             "csrc/ops.cpp", "const Tensor x = packed(x_in, nhwc);", "const Tensor x = x_in;"),
     Variant("backward-ignores-grad-out-strides", "passes a non-contiguous grad_out to the kernels as if it were packed",
@@ -561,8 +561,8 @@ VARIANTS += [
             "accumulator per grad_in row, the products wy * wx * g in another order than the chapter's",
             "csrc/upsample_cpu.cpp",
             '  // float16 on rows of 16 values or more: a grad_out row\'s columns [read_lo, read_hi) (those the\n'
-            '  // chunk reads) widened in bulk before its gather, a grad_in row rounded in bulk (widen_half,\n'
-            '  // round_half): Half\'s own conversions take one value at a time.\n'
+            '  // chunk reads) widened in bulk before its gather, a grad_in row rounded in bulk (widen,\n'
+            '  // narrow): Half\'s own conversions take one value at a time.\n'
             '  constexpr bool kHalf = std::is_same_v<scalar_t, torch::headeronly::Half>;\n'
             '  const bool bulk = kHalf && width >= 16;\n'
             '  int64_t read_lo = g.W_out, read_hi = 0;  // none when no column of the chunk is read\n'
@@ -598,7 +598,7 @@ VARIANTS += [
             '          const scalar_t* go_row = grad_out + (p * g.H_out + dh) * g.W_out;\n'
             '          if constexpr (kHalf) {\n'
             '            if (bulk) {\n'
-            '              widen_half(go_row + read_lo, wide.data() + read_lo, read_hi - read_lo);\n'
+            '              widen(go_row + read_lo, wide.data() + read_lo, read_hi - read_lo);\n'
             '              return gather_line(cols, wide.data(), dst);\n'
             '            }\n'
             '          }\n'
@@ -613,7 +613,7 @@ VARIANTS += [
             '            acc[w] = sum[w] + wy * line[w];\n'
             '          }\n'
             '          if constexpr (kHalf) {\n'
-            '            if (dh == last) round_half(acc.data(), gi_row, width);\n'
+            '            if (dh == last) narrow(acc.data(), gi_row, width);\n'
             '          }\n'
             '        } else {\n'
             '          for (int64_t w = 0; w < width; ++w) {\n'
@@ -717,8 +717,8 @@ VARIANTS += [
             "    static const std::vector<opmath_t> zeros(width, opmath_t(0));\n"),
     Variant("cpu-gather-half-span-at-zero", "float16: widens the chunk's read columns [read_lo, read_hi) to the "
             "start of the buffer, while the gather reads them at their own columns (right only when read_lo is 0)",
-            "csrc/upsample_cpu.cpp", "widen_half(go_row + read_lo, wide.data() + read_lo, read_hi - read_lo);",
-            "widen_half(go_row + read_lo, wide.data(), read_hi - read_lo);"),
+            "csrc/upsample_cpu.cpp", "widen(go_row + read_lo, wide.data() + read_lo, read_hi - read_lo);",
+            "widen(go_row + read_lo, wide.data(), read_hi - read_lo);"),
     Variant("cpu-gather-h-first-shared-scratch", "the H-first gather creates its two lines once, outside "
             "parallel_for: tasks on different threads share them",
             "csrc/upsample_cpu.cpp",
