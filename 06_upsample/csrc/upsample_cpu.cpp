@@ -390,7 +390,8 @@ static void backward_kernel(const scalar_t* grad_out, scalar_t* grad_in, const R
 // input columns it reads, in increasing order of the output column: per input
 // pixel the same terms and order as a gather over its range, with one writer.
 // Work: (2 H_out + H_in) * W_out + H_in * W_in per image; memory: two lines per
-// task (three for float16). Both layouts (C = 1 for NCHW), with the same bits.
+// task (three for 2-byte types) and a table of the W_out output columns. Both
+// layouts (C = 1 for NCHW), with the same bits.
 template <typename scalar_t>
 static void backward_kernel_h_first(const scalar_t* grad_out, scalar_t* grad_in, const ResizeGeometry& g) {
   using opmath_t = opmath_type<scalar_t>;
@@ -399,10 +400,21 @@ static void backward_kernel_h_first(const scalar_t* grad_out, scalar_t* grad_in,
   const int64_t C = g.channels_last ? g.channels : 1, N = g.planes / C;
   const int64_t in_len = g.W_in * C, out_len = g.W_out * C;
   const int64_t grain = std::max<int64_t>(1, kGrainElements / std::max(in_len, out_len));
+  // The output columns, read by every row: each one's input columns and their weights, a table
+  // of W_out entries (as long as a line).
+  struct Column {
+    int64_t i0, i1;  // i1 == i0 (the last pixel): one tap, of weight w0
+    opmath_t w0, w1;
+  };
+  std::vector<Column> columns(g.W_out);
+  for (int64_t dw = 0; dw < g.W_out; ++dw) {
+    const Taps<opmath_t> tw = source_taps<opmath_t>(dw, g.W_in, rw, g.mode);
+    columns[dw] = {tw.i0, tw.i1, tap_weight<opmath_t>(tw, tw.i0), tap_weight<opmath_t>(tw, tw.i1)};
+  }
   torch::stable::parallel_for(0, N * g.H_in, grain, [&](int64_t begin, int64_t end) {
     std::vector<opmath_t> t(out_len), acc(in_len);
-    constexpr bool kHalf = std::is_same_v<scalar_t, torch::headeronly::Half>;
-    std::vector<float> wide(kHalf ? out_len : 0);  // float16: a grad_out row widened in bulk (widen)
+    constexpr bool k2 = sizeof(scalar_t) == 2;
+    std::vector<float> wide(k2 ? out_len : 0);  // 2-byte types: a grad_out row widened in bulk (widen)
     for (int64_t row = begin; row < end; ++row) {
       const int64_t n = row / g.H_in, h = row % g.H_in;
       scalar_t* gi_row = grad_in + row * in_len;
@@ -416,7 +428,7 @@ static void backward_kernel_h_first(const scalar_t* grad_out, scalar_t* grad_in,
       for (int64_t dh = first; dh < stop; ++dh) {
         const opmath_t wy = tap_weight<opmath_t>(source_taps<opmath_t>(dh, g.H_in, rh, g.mode), h);
         const scalar_t* go_row = grad_out + (n * g.H_out + dh) * out_len;
-        if constexpr (kHalf) {
+        if constexpr (k2) {
           widen(go_row, wide.data(), out_len);
           add_scaled(t.data(), wide.data(), wy, out_len);
         } else {
@@ -425,13 +437,18 @@ static void backward_kernel_h_first(const scalar_t* grad_out, scalar_t* grad_in,
       }
       std::fill(acc.begin(), acc.end(), opmath_t(0));
       for (int64_t dw = 0; dw < g.W_out; ++dw) {
-        const Taps<opmath_t> tw = source_taps<opmath_t>(dw, g.W_in, rw, g.mode);
-        add_scaled(acc.data() + tw.i0 * C, t.data() + dw * C, tap_weight<opmath_t>(tw, tw.i0), C);
-        if (tw.i1 != tw.i0) {
-          add_scaled(acc.data() + tw.i1 * C, t.data() + dw * C, tap_weight<opmath_t>(tw, tw.i1), C);
+        const Column& c = columns[dw];
+        if (C == 1) {  // NCHW: one value per column, without add_scaled's loop
+          acc[c.i0] += c.w0 * t[dw];
+          if (c.i1 != c.i0) acc[c.i1] += c.w1 * t[dw];
+          continue;
+        }
+        add_scaled(acc.data() + c.i0 * C, t.data() + dw * C, c.w0, C);
+        if (c.i1 != c.i0) {
+          add_scaled(acc.data() + c.i1 * C, t.data() + dw * C, c.w1, C);
         }
       }
-      if constexpr (kHalf) {
+      if constexpr (k2) {
         narrow(acc.data(), gi_row, in_len);
       } else {
         for (int64_t i = 0; i < in_len; ++i) {
