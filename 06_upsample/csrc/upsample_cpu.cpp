@@ -22,6 +22,7 @@
 #include <torch/csrc/stable/ops.h>
 
 #include <algorithm>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
@@ -328,6 +329,11 @@ static void backward_kernel(const scalar_t* grad_out, scalar_t* grad_in, const R
     }
   }
   read_hi = std::max(read_hi, read_lo);
+  // The rows' ranges and weights in a table like `cols`, when H_in is no longer than a chunk:
+  // looked up, instead of two binary searches per row and a tap per term.
+  const std::optional<GatherTable<opmath_t>> rows =
+      g.H_in <= kChunkValues ? std::make_optional<GatherTable<opmath_t>>(g.H_in, g.H_out, rh, g.mode, 0, g.H_in)
+                             : std::nullopt;
   torch::stable::parallel_for(0, n_rows, grain, [&](int64_t begin, int64_t end) {
     // This task owns grad_in rows [begin, end): it writes each of their
     // elements once, and nothing else. grad_out row dh goes to slot
@@ -341,7 +347,12 @@ static void backward_kernel(const scalar_t* grad_out, scalar_t* grad_in, const R
       const int64_t p = row / g.H_in, h = row % g.H_in;
       scalar_t* gi_row = grad_in + row * g.W_in + cols.lo;
       int64_t first, stop;  // the grad_out rows [first, stop) read input row h
-      gather_range<opmath_t>(h, g.H_in, g.H_out, rh, g.mode, first, stop);
+      if (rows) {
+        first = rows->begin[h];
+        stop = rows->end[h];
+      } else {
+        gather_range<opmath_t>(h, g.H_in, g.H_out, rh, g.mode, first, stop);
+      }
       const int64_t last = stop - 1;
       if (first > last) {  // no output row reads input row h: its gradient is 0
         std::fill(gi_row, gi_row + width, static_cast<scalar_t>(0));
@@ -359,7 +370,8 @@ static void backward_kernel(const scalar_t* grad_out, scalar_t* grad_in, const R
           }
           gather_line(cols, go_row, dst);
         });
-        const opmath_t wy = tap_weight<opmath_t>(source_taps<opmath_t>(dh, g.H_in, rh, g.mode), h);
+        const opmath_t wy =
+            rows ? rows->weight_of(h, dh) : tap_weight<opmath_t>(source_taps<opmath_t>(dh, g.H_in, rh, g.mode), h);
         // One pass over the row per grad_out row: the first adds to zeros (no
         // separate zeroing pass), the last stores (no separate store pass).
         const opmath_t* sum = dh == first ? zeros.data() : acc.data();

@@ -64,10 +64,10 @@ VARIANTS = [
             "const opmath_t* sum = acc.data();\n"),
     Variant("cpu-gather-first-weight", "uses the range's first row weight for every grad_out row",
             "csrc/upsample_cpu.cpp",
-            "        const opmath_t wy = tap_weight<opmath_t>(source_taps<opmath_t>(dh, g.H_in, rh, g.mode), h);\n"
-            "        // One pass over the row per grad_out row",
-            "        const opmath_t wy = tap_weight<opmath_t>(source_taps<opmath_t>(first, g.H_in, rh, g.mode), h);\n"
-            "        // One pass over the row per grad_out row"),
+            "        const opmath_t wy =\n"
+            "            rows ? rows->weight_of(h, dh) : tap_weight<opmath_t>(source_taps<opmath_t>(dh, g.H_in, rh, g.mode), h);\n",
+            "        const opmath_t wy =\n"
+            "            rows ? rows->weight_of(h, first) : tap_weight<opmath_t>(source_taps<opmath_t>(first, g.H_in, rh, g.mode), h);\n"),
     Variant("cpu-gather-empty-range-unwritten", "skips the grad_in rows that no output row reads, leaving "
             "whatever the fresh tensor held",
             "csrc/upsample_cpu.cpp", "        std::fill(gi_row, gi_row + width, static_cast<scalar_t>(0));\n", ""),
@@ -560,9 +560,9 @@ VARIANTS += [
     Variant("hint2-direct-gather", "README hint 2 of gather-backward written out: no line cache, one "
             "accumulator per grad_in row, the products wy * wx * g in another order than the chapter's",
             "csrc/upsample_cpu.cpp",
-            '  // float16 on rows of 16 values or more: a grad_out row\'s columns [read_lo, read_hi) (those the\n'
+            "  // float16 on rows of 16 values or more: a grad_out row's columns [read_lo, read_hi) (those the\n"
             '  // chunk reads) widened in bulk before its gather, a grad_in row rounded in bulk (widen,\n'
-            '  // narrow): Half\'s own conversions take one value at a time.\n'
+            "  // narrow): Half's own conversions take one value at a time.\n"
             '  constexpr bool kHalf = std::is_same_v<scalar_t, torch::headeronly::Half>;\n'
             '  const bool bulk = kHalf && width >= 16;\n'
             '  int64_t read_lo = g.W_out, read_hi = 0;  // none when no column of the chunk is read\n'
@@ -573,6 +573,11 @@ VARIANTS += [
             '    }\n'
             '  }\n'
             '  read_hi = std::max(read_hi, read_lo);\n'
+            "  // The rows' ranges and weights in a table like `cols`, when H_in is no longer than a chunk:\n"
+            '  // looked up, instead of two binary searches per row and a tap per term.\n'
+            '  const std::optional<GatherTable<opmath_t>> rows =\n'
+            '      g.H_in <= kChunkValues ? std::make_optional<GatherTable<opmath_t>>(g.H_in, g.H_out, rh, g.mode, 0, g.H_in)\n'
+            '                             : std::nullopt;\n'
             '  torch::stable::parallel_for(0, n_rows, grain, [&](int64_t begin, int64_t end) {\n'
             '    // This task owns grad_in rows [begin, end): it writes each of their\n'
             '    // elements once, and nothing else. grad_out row dh goes to slot\n'
@@ -586,7 +591,12 @@ VARIANTS += [
             '      const int64_t p = row / g.H_in, h = row % g.H_in;\n'
             '      scalar_t* gi_row = grad_in + row * g.W_in + cols.lo;\n'
             '      int64_t first, stop;  // the grad_out rows [first, stop) read input row h\n'
-            '      gather_range<opmath_t>(h, g.H_in, g.H_out, rh, g.mode, first, stop);\n'
+            '      if (rows) {\n'
+            '        first = rows->begin[h];\n'
+            '        stop = rows->end[h];\n'
+            '      } else {\n'
+            '        gather_range<opmath_t>(h, g.H_in, g.H_out, rh, g.mode, first, stop);\n'
+            '      }\n'
             '      const int64_t last = stop - 1;\n'
             '      if (first > last) {  // no output row reads input row h: its gradient is 0\n'
             '        std::fill(gi_row, gi_row + width, static_cast<scalar_t>(0));\n'
@@ -604,7 +614,8 @@ VARIANTS += [
             '          }\n'
             '          gather_line(cols, go_row, dst);\n'
             '        });\n'
-            '        const opmath_t wy = tap_weight<opmath_t>(source_taps<opmath_t>(dh, g.H_in, rh, g.mode), h);\n'
+            '        const opmath_t wy =\n'
+            '            rows ? rows->weight_of(h, dh) : tap_weight<opmath_t>(source_taps<opmath_t>(dh, g.H_in, rh, g.mode), h);\n'
             '        // One pass over the row per grad_out row: the first adds to zeros (no\n'
             '        // separate zeroing pass), the last stores (no separate store pass).\n'
             '        const opmath_t* sum = dh == first ? zeros.data() : acc.data();\n'
@@ -690,10 +701,10 @@ VARIANTS += [
             "            acc[w] = sum[w] + static_cast<opmath_t>(static_cast<scalar_t>(wy * line[w]));"),
     Variant("cpu-gather-row-weight-storage-type", "keeps the row weight wy in the storage type",
             "csrc/upsample_cpu.cpp",
-            "        const opmath_t wy = tap_weight<opmath_t>(source_taps<opmath_t>(dh, g.H_in, rh, g.mode), h);\n"
-            "        // One pass over the row per grad_out row",
-            "        const opmath_t wy = static_cast<scalar_t>(tap_weight<opmath_t>(source_taps<opmath_t>(dh, g.H_in, rh, g.mode), h));\n"
-            "        // One pass over the row per grad_out row"),
+            "        const opmath_t wy =\n"
+            "            rows ? rows->weight_of(h, dh) : tap_weight<opmath_t>(source_taps<opmath_t>(dh, g.H_in, rh, g.mode), h);\n",
+            "        const opmath_t wy = static_cast<scalar_t>(\n"
+            "            rows ? rows->weight_of(h, dh) : tap_weight<opmath_t>(source_taps<opmath_t>(dh, g.H_in, rh, g.mode), h));\n"),
     Variant("cpu-gather-slot-modulo-constant", "picks the cache slot as dh % kLineSlots, not dh % slots: "
             "slots past the cache's end when the ranges are short",
             "csrc/upsample_cpu.cpp", "cache.get(p * g.H_out + dh, dh % slots,", "cache.get(p * g.H_out + dh, dh % kLineSlots,"),
