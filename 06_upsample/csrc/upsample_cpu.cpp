@@ -13,9 +13,11 @@
 //             W shrinks), along H first (backward_kernel_h_first).
 //
 // Memory: besides the tensors, a task keeps a few lines, and a call keeps the
-// taps or ranges of one chunk of columns: rows wider than kChunkValues values
-// are done a chunk of columns at a time. No table grows with an axis (an axis
-// can hold 2^31 pixels). Work is split over rows with
+// taps or ranges of one chunk of columns (rows wider than kChunkValues values
+// are done a chunk of columns at a time) and of the rows when there are no more
+// than that (the forward's taps when H_out <= 4096). No table grows with an
+// axis past a chunk (an axis can hold 2^31 pixels); the H-first backward keeps
+// lines of W_out values, and its table of the output columns is as long. Work is split over rows with
 // torch::stable::parallel_for (at::parallel_for behind a C function of
 // libtorch: the thread pool is torch's, so torch.set_num_threads applies); each
 // task keeps its own lines, so tasks never share writable data.

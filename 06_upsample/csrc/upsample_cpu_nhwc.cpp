@@ -23,12 +23,13 @@
 //
 // These are the NCHW kernels' operations (upsample_cpu.cpp) in the same order,
 // so the two layouts give the same bits. Memory: the column taps or ranges of
-// one chunk of columns (see upsample_cpu.h), and per task two lines (narrow
-// forward) or, when a range along H is longer than kRowBlock, one line of
-// opmath_t (backward).
+// one chunk of columns (see upsample_cpu.h), the backward's row ranges when H_in
+// is no longer than a chunk, and per task two lines (narrow forward) or, when a
+// range along H is longer than kRowBlock, one line of opmath_t (backward).
 #include "upsample_cpu.h"
 
 #include <cstring>
+#include <optional>
 #include <type_traits>
 
 namespace {
@@ -465,6 +466,7 @@ struct GatherPlan {
   const ResizeGeometry& g;
   const GatherTable<opmath_t>& cols;
   opmath_t rh;
+  const GatherTable<opmath_t>* rows;  // the rows' ranges and weights, or null: computed per row
 };
 
 // The grad_out rows that one input row gathers in one pass: each row's start and its weight wy.
@@ -604,7 +606,12 @@ NHWC_INLINE void run_rows(const GatherPlan<scalar_t>& p, int64_t begin, int64_t 
     const int64_t n = row / g.H_in, h = row % g.H_in;
     scalar_t* gi_row = p.grad_in + (row * g.W_in + cols.lo) * C;
     int64_t first, stop;  // the grad_out rows that read input row h
-    gather_range<opmath_t>(h, g.H_in, g.H_out, p.rh, g.mode, first, stop);
+    if (p.rows != nullptr) {
+      first = p.rows->begin[h];
+      stop = p.rows->end[h];
+    } else {
+      gather_range<opmath_t>(h, g.H_in, g.H_out, p.rh, g.mode, first, stop);
+    }
     if (first >= stop) {
       std::fill(gi_row, gi_row + length, round_to<scalar_t>(opmath_t(0)));
       continue;
@@ -614,7 +621,8 @@ NHWC_INLINE void run_rows(const GatherPlan<scalar_t>& p, int64_t begin, int64_t 
       rb.rows = static_cast<int>(std::min<int64_t>(kRowBlock, stop - d0));
       for (int r = 0; r < rb.rows; ++r) {
         rb.go[r] = p.grad_out + (n * g.H_out + d0 + r) * g.W_out * C;
-        rb.wy[r] = tap_weight<opmath_t>(source_taps<opmath_t>(d0 + r, g.H_in, p.rh, g.mode), h);
+        rb.wy[r] = p.rows != nullptr ? p.rows->weight_of(h, d0 + r)
+                                     : tap_weight<opmath_t>(source_taps<opmath_t>(d0 + r, g.H_in, p.rh, g.mode), h);
       }
       const bool start = d0 == first, last = stop - d0 <= kRowBlock;
       if (!last && partial.empty()) {
@@ -636,8 +644,13 @@ template <typename scalar_t>
 static void gather_chunk(const scalar_t* grad_out, scalar_t* grad_in, const ResizeGeometry& g,
                          const GatherTable<opmath_type<scalar_t>>& cols) {
   using opmath_t = opmath_type<scalar_t>;
-  const GatherPlan<scalar_t> plan{grad_out, grad_in, g, cols,
-                                  axis_ratio<opmath_t>(g.H_in, g.H_out, g.mode, g.scale_h)};
+  const opmath_t rh = axis_ratio<opmath_t>(g.H_in, g.H_out, g.mode, g.scale_h);
+  // The rows' ranges and weights in a table like `cols` when H_in fits a chunk: looked up per row
+  // instead of two binary searches and a tap per term.
+  const std::optional<GatherTable<opmath_t>> rows =
+      g.H_in <= kChunkValues ? std::make_optional<GatherTable<opmath_t>>(g.H_in, g.H_out, rh, g.mode, 0, g.H_in)
+                             : std::nullopt;
+  const GatherPlan<scalar_t> plan{grad_out, grad_in, g, cols, rh, rows ? &*rows : nullptr};
   const int64_t grain = std::max<int64_t>(1, kGrainElements / (cols.size() * g.channels));
   torch::stable::parallel_for(0, g.planes / g.channels * g.H_in, grain,
                               [&](int64_t begin, int64_t end) { task(plan, begin, end); });
