@@ -109,6 +109,48 @@ def rewrite_launches(text: str) -> str:
         start = k + 1 + len(new)
 
 
+_DECLARATOR = re.compile(r"\s*(\w+)\s*((?:\[[^\]]*\]\s*)*)")
+
+
+def _split_top(text: str) -> list[str]:
+    """text split at the commas outside brackets (a template's arguments, an array's size)."""
+    parts, depth, start = [], 0, 0
+    for k, ch in enumerate(text):
+        if ch in "<([":
+            depth += 1
+        elif ch in ">)]":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:k])
+            start = k + 1
+    return parts + [text[start:]]
+
+
+def _shared_declaration(line: str) -> str | None:
+    """A one-line __shared__ declaration as the judge compiles it (see transform), or None."""
+    m = re.fullmatch(r"(\s*)((?:volatile\s+|static\s+)*)__shared__\s+([^;]*);(.*)", line)
+    if not m:
+        return None
+    indent, before, declaration, rest = m.groups()
+    parts = _split_top(declaration)
+    first = re.fullmatch(r"(.*?)\b(\w+)\s*((?:\[[^\]]*\]\s*)*)", parts[0].strip())
+    if not first or not first.group(1).strip():
+        return None
+    type_ = " ".join(before.replace("static", "").split() + [first.group(1).strip()])
+    names = [(first.group(2), first.group(3))]
+    for part in parts[1:]:
+        d = _DECLARATOR.fullmatch(part)
+        if not d:
+            return None
+        names.append((d.group(1), d.group(2)))
+    out = []
+    for name, dims in names:
+        out.append(f"using emu_shared_{name} = {type_}{dims.strip()}; static emu_shared_{name}& {name} = "
+                   f"*static_cast<emu_shared_{name}*>(::emu::shared_alloc(sizeof(emu_shared_{name}), "
+                   f"alignof(emu_shared_{name}), sizeof(std::remove_all_extents_t<emu_shared_{name}>), \"{name}\"));")
+    return indent + " ".join(out) + rest
+
+
 def transform(text: str, path: str) -> str:
     """A CUDA source as the emulator compiles it (see the module's docstring)."""
     lines = text.splitlines(keepends=True)
@@ -124,19 +166,19 @@ def transform(text: str, path: str) -> str:
         lines.insert(last + 1, f'#include "cuda_emu_late.h"\n{stable}#line {last + 2} "{path}"\n')
     # nvcc refuses an initializer on a __shared__ variable; here __shared__ is `static`, which
     # would take it: refuse it on its own line, with nvcc's message. A declaration on one line,
-    # `__shared__ T name[...];`, becomes a reference to a guard-paged buffer of its own, poisoned
-    # at each block's start (shared_alloc in cuda_emu.h), on the same line.
+    # `__shared__ T name[...];` (qualifiers such as volatile before or after __shared__, and
+    # several names, `__shared__ T a[8], b[8];`), gives each name a reference to a guard-paged
+    # buffer of its own, poisoned at each block's start (shared_alloc in cuda_emu.h), on the same
+    # line. A declaration this does not read keeps `static` (cuda_emu.h): shared, not guarded.
     for i, line in enumerate(lines):
         code = line.split("//", 1)[0]
         if re.search(r"__shared__[^;]*=", code):
             lines[i] = '#error "initializer not allowed for __shared__ variable (nvcc refuses it too)"\n'
             continue
-        m = re.fullmatch(r"(\s*)__shared__\s+([^;]*?)\b(\w+)\s*((?:\[[^\]]*\]\s*)*);(.*)", line.rstrip("\n"))
-        if m and not code.lstrip().startswith("#"):
-            indent, type_, name, dims, rest = m.groups()
-            lines[i] = (f"{indent}using emu_shared_{name} = {type_.strip()}{dims.strip()}; static emu_shared_{name}& {name} = "
-                        f"*static_cast<emu_shared_{name}*>(::emu::shared_alloc(sizeof(emu_shared_{name}), "
-                        f"alignof(emu_shared_{name}), sizeof(std::remove_all_extents_t<emu_shared_{name}>), \"{name}\"));{rest}\n")
+        if not code.lstrip().startswith("#"):
+            rewritten = _shared_declaration(line.rstrip("\n"))
+            if rewritten is not None:
+                lines[i] = rewritten + "\n"
     text = "".join(lines)
     for old, new in RENAMES.items():
         text = text.replace(old, new)

@@ -15,6 +15,12 @@ std::vector<at::Tensor> backward(const at::Tensor& grad_out, const at::Tensor& f
                                  seed, grad_out_offset, feats_offset, false);
 }
 
+// The backward's points gradient on N cubes, its last cubes only (emu::points_grad_tail).
+at::Tensor points_grad_tail(const at::Tensor& grad_out, const at::Tensor& feats, const at::Tensor& points, int64_t N,
+                            int64_t seed) {
+  return emu::points_grad_tail(trilinear_backward_cuda, grad_out, feats, points, N, seed);
+}
+
 void trilinear_points_grad_atomic_cuda(const at::Tensor& grad_out, const at::Tensor& feats, const at::Tensor& points,
                                        at::Tensor& grad_points, bool warp_reduce);
 
@@ -55,5 +61,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("backward", &backward, "trilinear backward, CUDA code emulated on the CPU", py::arg("grad_out"),
         py::arg("feats"), py::arg("points"), py::arg("need_feats"), py::arg("need_points"), py::arg("at_end"),
         py::arg("seed"), py::arg("grad_out_offset") = 0, py::arg("feats_offset") = 0);
+  m.def("points_grad_tail", &points_grad_tail,
+        "the backward's points gradient on N cubes (3 * N past 2^31), its last cubes only, emulated");
   m.def("points_grad_atomic", &points_grad_atomic, "the atomic comparison kernels, emulated on the CPU");
 }

@@ -88,6 +88,33 @@ at::Tensor trilinear_tail(const at::Tensor& tail_feats, const at::Tensor& tail_p
   return tail.clone();
 }
 
+// Chapter 04: the backward's points gradient on N cubes (3 * N past 2^31), all zero but the last
+// T = tail_feats.size(0) cubes, in reserved memory, the launch sampled as in trilinear_tail: the
+// last cubes' grad_points index 3 * n + d passes 2^31, where a 32-bit index wraps. Returns
+// grad_points' last T rows.
+template <typename Backward>
+at::Tensor points_grad_tail(Backward&& backward, const at::Tensor& tail_grad_out, const at::Tensor& tail_feats,
+                            const at::Tensor& tail_points, int64_t N, int64_t seed) {
+  st().rng.seed(static_cast<unsigned>(seed));
+  const int64_t T = tail_feats.size(0), F = tail_feats.size(2);
+  at::Tensor grad_out = sparse_zeros({N, F}, tail_grad_out.options(), "grad_out");
+  at::Tensor feats = sparse_zeros({N, 8, F}, tail_feats.options(), "feats");
+  at::Tensor points = sparse_zeros({N, 3}, tail_points.options(), "points");
+  at::Tensor grad_points = sparse_zeros({N, 3}, tail_points.options(), "grad_points");
+  grad_out.narrow(0, N - T, T).copy_(tail_grad_out);
+  feats.narrow(0, N - T, T).copy_(tail_feats);
+  points.narrow(0, N - T, T).copy_(tail_points);
+  at::Tensor tail = grad_points.narrow(0, N - T, T);
+  memset(tail.data_ptr(), 0xFF, static_cast<size_t>(tail.numel()) * tail.element_size());  // the poison
+  {
+    SampledLaunch sampled(T);
+    at::Tensor no_grad_feats;  // undefined: only the points' gradient
+    backward(grad_out, feats, points, no_grad_feats, grad_points);
+  }
+  check_written(tail, "grad_points' last cubes", "(n - (N - " + std::to_string(T) + "), d)");
+  return tail.clone();
+}
+
 // Chapters 04 and 05: backward(grad_out, feats, points, grad_feats, grad_points), their
 // trilinear_backward_cuda, on guarded copies. grad_out and feats start grad_out_offset and
 // feats_offset elements into their buffers; with feats_for_points_only, feats is passed only when
