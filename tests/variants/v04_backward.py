@@ -441,3 +441,91 @@ VARIANTS += [
             + _HALF.replace("static_cast<scalar_t>(opmath_t(0.5) * sum[d])", "static_cast<scalar_t>(sum[d])"),
             cuda_only=True, correct=True),
 ]
+
+# Another round of plausible mistakes and right answers in points-reduction, written by someone
+# other than the chapter's author: a 32-bit store index (caught by the sampled launch past 2^31
+# cubes), the slots declared volatile or several to a line (right answers the judge must compile).
+VARIANTS += [
+    Variant("reduction-shuffle-through-float", "passes each partner's value through float in the shuffle: "
+            "float64 partials lose their low bits", _CU, _SHUFFLES,
+            _SHUFFLES.replace("gx, offset)", "static_cast<float>(gx), offset)")
+            .replace("gy, offset)", "static_cast<float>(gy), offset)")
+            .replace("gz, offset)", "static_cast<float>(gz), offset)"), cuda_only=True),
+    Variant("reduction-shfl-sync-wrapping", "__shfl_sync from lane threadIdx.x + offset (taken modulo 32): "
+            "lane 0 still reads lanes 1..31 only, the sum is right", _CU, _SHUFFLES,
+            _SHUFFLES.replace("__shfl_down_sync(0xffffffffu, gx, offset)", "__shfl_sync(0xffffffffu, gx, threadIdx.x + offset)")
+            .replace("__shfl_down_sync(0xffffffffu, gy, offset)", "__shfl_sync(0xffffffffu, gy, threadIdx.x + offset)")
+            .replace("__shfl_down_sync(0xffffffffu, gz, offset)", "__shfl_sync(0xffffffffu, gz, threadIdx.x + offset)"),
+            cuda_only=True, correct=True),
+    Variant("reduction-shuffle-inside-valid", "only rows with a cube shuffle (a warp never spans two rows, so "
+            "whole warps skip together)", _CU, _SHUFFLES,
+            "\n  if (valid) {" + _SHUFFLES + "  }\n", cuda_only=True, correct=True),
+    Variant("reduction-multi-declarator-shared", "three shared arrays in one declaration, one per axis",
+            _CU, _ROW_SUM,
+            "  __shared__ opmath_t px[8], py[8], pz[8];\n"
+            "  const int warp = (threadIdx.y * blockDim.x + threadIdx.x) / 32;\n"
+            "  if (threadIdx.x % 32 == 0) {\n    px[warp] = gx;\n    py[warp] = gy;\n    pz[warp] = gz;\n  }\n"
+            "  __syncthreads();\n"
+            "  if (valid && threadIdx.x == 0) {\n"
+            "    const int warps_per_row = blockDim.x / 32;\n"
+            "    opmath_t sum[3] = {0, 0, 0};\n"
+            "    for (int i = warp; i < warp + warps_per_row; ++i) {\n"
+            "      sum[0] += px[i];\n      sum[1] += py[i];\n      sum[2] += pz[i];\n"
+            "    }\n", cuda_only=True, correct=True),
+    Variant("reduction-volatile-shared", "the slots declared `volatile __shared__` (as in warp-synchronous "
+            "reduction code): otherwise the chapter's reduction", _CU,
+            "  __shared__ opmath_t partial[8][3];\n", "  volatile __shared__ opmath_t partial[8][3];\n",
+            cuda_only=True, correct=True),
+    Variant("reduction-volatile-sums-8-row-slots", "slots [row][warp of the row], and the row's first thread adds "
+            "all 8 slots of its row, trusting the unwritten ones to be 0 (shared memory is not zeroed on a GPU)",
+            _CU, _ROW_SUM,
+            "  volatile __shared__ opmath_t partial[8][8][3];  // [row][warp of the row][axis]\n"
+            "  const int warp = threadIdx.x / 32;\n"
+            "  if (threadIdx.x % 32 == 0) {\n    partial[threadIdx.y][warp][0] = gx;\n"
+            "    partial[threadIdx.y][warp][1] = gy;\n    partial[threadIdx.y][warp][2] = gz;\n  }\n"
+            "  __syncthreads();\n"
+            "  if (valid && threadIdx.x == 0) {\n"
+            "    opmath_t sum[3] = {0, 0, 0};\n"
+            "    for (int i = 0; i < 8; ++i) {\n"
+            "      for (int d = 0; d < 3; ++d) {\n"
+            "        sum[d] += partial[threadIdx.y][i][d];\n"
+            "      }\n"
+            "    }\n", cuda_only=True),
+    Variant("reduction-sums-8-row-slots", "slots [row][warp of the row], and the row's first thread adds all 8 "
+            "slots of its row, trusting the unwritten ones to be 0", _CU, _ROW_SUM,
+            "  __shared__ opmath_t partial[8][8][3];  // [row][warp of the row][axis]\n"
+            "  const int warp = threadIdx.x / 32;\n"
+            "  if (threadIdx.x % 32 == 0) {\n    partial[threadIdx.y][warp][0] = gx;\n"
+            "    partial[threadIdx.y][warp][1] = gy;\n    partial[threadIdx.y][warp][2] = gz;\n  }\n"
+            "  __syncthreads();\n"
+            "  if (valid && threadIdx.x == 0) {\n"
+            "    opmath_t sum[3] = {0, 0, 0};\n"
+            "    for (int i = 0; i < 8; ++i) {\n"
+            "      for (int d = 0; d < 3; ++d) {\n"
+            "        sum[d] += partial[threadIdx.y][i][d];\n"
+            "      }\n"
+            "    }\n", cuda_only=True),
+    Variant("reduction-shared-plain-add", "lane 0 of each warp adds its sums into the row's shared slot with a "
+            "plain += (no atomic): a race, additions are lost on a GPU", _CU, _ROW_SUM,
+            "  __shared__ opmath_t row_sum[8][3];\n"
+            "  const int warp = threadIdx.y;  // the row's slot\n"
+            "  if (threadIdx.x == 0) {\n"
+            "    row_sum[warp][0] = row_sum[warp][1] = row_sum[warp][2] = 0;\n"
+            "  }\n"
+            "  __syncthreads();\n"
+            "  if (threadIdx.x % 32 == 0) {\n"
+            "    row_sum[warp][0] += gx;\n"
+            "    row_sum[warp][1] += gy;\n"
+            "    row_sum[warp][2] += gz;\n"
+            "  }\n"
+            "  __syncthreads();\n"
+            "  if (valid && threadIdx.x == 0) {\n"
+            "    opmath_t sum[3];\n"
+            "    for (int d = 0; d < 3; ++d) {\n"
+            "      sum[d] = row_sum[warp][d];\n"
+            "    }\n", cuda_only=True),
+    Variant("reduction-int32-store-index", "the store index 3 * n + d held in an int: wraps from "
+            "N = 716M cubes (11 GB of float16 feats with F = 1)", _CU, _HALF,
+            _HALF.replace("      grad_points[3 * n + d] =", "      const int i = 3 * n + d;\n      grad_points[i] ="),
+            cuda_only=True),
+]
