@@ -24,7 +24,6 @@
 #include <torch/csrc/stable/ops.h>
 
 #include <algorithm>
-#include <optional>
 #include <type_traits>
 #include <vector>
 
@@ -331,11 +330,8 @@ static void backward_kernel(const scalar_t* grad_out, scalar_t* grad_in, const R
     }
   }
   read_hi = std::max(read_hi, read_lo);
-  // The rows' ranges and weights in a table like `cols`, when H_in is no longer than a chunk:
-  // looked up, instead of two binary searches per row and a tap per term.
-  const std::optional<GatherTable<opmath_t>> rows =
-      g.H_in <= kChunkValues ? std::make_optional<GatherTable<opmath_t>>(g.H_in, g.H_out, rh, g.mode, 0, g.H_in)
-                             : std::nullopt;
+  // The rows' ranges and weights in a table like `cols` when H_in fits a chunk (row_table).
+  const std::optional<GatherTable<opmath_t>> rows = row_table(g, rh);
   torch::stable::parallel_for(0, n_rows, grain, [&](int64_t begin, int64_t end) {
     // This task owns grad_in rows [begin, end): it writes each of their
     // elements once, and nothing else. grad_out row dh goes to slot

@@ -4,6 +4,7 @@
 // channels-last ones.
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "kernels.h"
@@ -57,6 +58,15 @@ struct GatherTable {
     return weight.empty() ? tap_weight<T>(source_taps<T>(d, in, ratio, mode), lo + k) : weight[offset[k] + d - begin[k]];
   }
 };
+
+// The ranges and weights of every input row (a GatherTable of the H_in rows) when there are no
+// more rows than a chunk holds, else none: a gather then looks a row up instead of two binary
+// searches per row and a tap per term (an axis can hold 2^31 pixels: no table that long).
+template <typename T>
+std::optional<GatherTable<T>> row_table(const ResizeGeometry& g, T rh) {
+  if (g.H_in > kChunkValues) return std::nullopt;
+  return GatherTable<T>(g.H_in, g.H_out, rh, g.mode, 0, g.H_in);
+}
 
 // float16 and bfloat16 rows converted in bulk, 8 values at a time with F16C and AVX2 where the
 // CPU has them (upsample_cpu_nhwc.cpp): widened exactly, rounded to nearest even, as the types'

@@ -29,7 +29,6 @@
 #include "upsample_cpu.h"
 
 #include <cstring>
-#include <optional>
 #include <type_traits>
 
 namespace {
@@ -645,11 +644,7 @@ static void gather_chunk(const scalar_t* grad_out, scalar_t* grad_in, const Resi
                          const GatherTable<opmath_type<scalar_t>>& cols) {
   using opmath_t = opmath_type<scalar_t>;
   const opmath_t rh = axis_ratio<opmath_t>(g.H_in, g.H_out, g.mode, g.scale_h);
-  // The rows' ranges and weights in a table like `cols` when H_in fits a chunk: looked up per row
-  // instead of two binary searches and a tap per term.
-  const std::optional<GatherTable<opmath_t>> rows =
-      g.H_in <= kChunkValues ? std::make_optional<GatherTable<opmath_t>>(g.H_in, g.H_out, rh, g.mode, 0, g.H_in)
-                             : std::nullopt;
+  const std::optional<GatherTable<opmath_t>> rows = row_table(g, rh);  // when H_in fits a chunk
   const GatherPlan<scalar_t> plan{grad_out, grad_in, g, cols, rh, rows ? &*rows : nullptr};
   const int64_t grain = std::max<int64_t>(1, kGrainElements / (cols.size() * g.channels));
   torch::stable::parallel_for(0, g.planes / g.channels * g.H_in, grain,

@@ -573,11 +573,8 @@ VARIANTS += [
             '    }\n'
             '  }\n'
             '  read_hi = std::max(read_hi, read_lo);\n'
-            "  // The rows' ranges and weights in a table like `cols`, when H_in is no longer than a chunk:\n"
-            '  // looked up, instead of two binary searches per row and a tap per term.\n'
-            '  const std::optional<GatherTable<opmath_t>> rows =\n'
-            '      g.H_in <= kChunkValues ? std::make_optional<GatherTable<opmath_t>>(g.H_in, g.H_out, rh, g.mode, 0, g.H_in)\n'
-            '                             : std::nullopt;\n'
+            "  // The rows' ranges and weights in a table like `cols` when H_in fits a chunk (row_table).\n"
+            '  const std::optional<GatherTable<opmath_t>> rows = row_table(g, rh);\n'
             '  torch::stable::parallel_for(0, n_rows, grain, [&](int64_t begin, int64_t end) {\n'
             '    // This task owns grad_in rows [begin, end): it writes each of their\n'
             '    // elements once, and nothing else. grad_out row dh goes to slot\n'
