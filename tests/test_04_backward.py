@@ -463,10 +463,10 @@ def test_points_reduction_emulated_unaligned(emulated, ref, dtype, N, F, which):
 
 @pytest.mark.exercise("points-reduction")
 def test_points_reduction_past_2_31_emulated(emulated, ref):
-    """N = 2^31 / 3 + 64 cubes (F = 1, float16: 21 GiB of tensors reserved, not filled, zero but for the
+    """N = 2^31 / 3 + 64 cubes (F = 1, float16: 20 GiB of tensors reserved, not filled, zero but for the
     last 64 cubes) through the GPU-free judge, the launch sampled to its first block and its last 64:
     there the grad_points index 3 * n + d passes 2^31, and an index held in a 32-bit int wraps (an
-    H100 holds this backward's 22 GB)."""
+    H100 holds this backward's 21.5 GB)."""
     T = 64
     N = 2**31 // 3 + T
     torch.manual_seed(0)
@@ -476,7 +476,7 @@ def test_points_reduction_past_2_31_emulated(emulated, ref):
         got = emulated.module.points_grad_tail(grad_out, feats, points, N, 1)
     except RuntimeError as e:
         if "cannot reserve" in str(e):
-            pytest.skip(f"this machine does not lend 21 GiB of address space: {e}")
+            pytest.skip(f"this machine does not lend 20 GiB of address space: {e}")
         raise AssertionError(f"grad_points of {hint} The judge: {e}") from None
     _, ref_points = ref.trilinear_grads(grad_out, feats, points)
     assert_matches(got, ref_points, torch.float16, what=f"grad_points of {hint}")
