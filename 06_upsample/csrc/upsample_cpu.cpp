@@ -166,18 +166,18 @@ static void forward_chunk(const scalar_t* x, scalar_t* out, const ResizeGeometry
           }
         }
       };
+      // Direct: the two input rows as they are, or as floats (block_rows), each output from four taps.
+      auto blend_rows = [&](const auto* in0, const auto* in1) {
+        using in_t = std::remove_cv_t<std::remove_pointer_t<decltype(in0)>>;
+        store([&](int64_t i) {
+          return a * sample_line<in_t, opmath_t>(in0, xtaps[i]) + b * sample_line<in_t, opmath_t>(in1, xtaps[i]);
+        });
+      };
       if (direct && block_rows > 0) {
         const float* in0 = widened(r0);
-        const float* in1 = in0 + (r1 - r0) * g.W_in;
-        store([&](int64_t i) {
-          return a * sample_line<float, opmath_t>(in0, xtaps[i]) + b * sample_line<float, opmath_t>(in1, xtaps[i]);
-        });
+        blend_rows(in0, in0 + (r1 - r0) * g.W_in);
       } else if (direct) {
-        const scalar_t* in0 = x + r0 * g.W_in;
-        const scalar_t* in1 = x + r1 * g.W_in;
-        store([&](int64_t i) {
-          return a * sample_line<scalar_t, opmath_t>(in0, xtaps[i]) + b * sample_line<scalar_t, opmath_t>(in1, xtaps[i]);
-        });
+        blend_rows(x + r0 * g.W_in, x + r1 * g.W_in);
       } else {
         const opmath_t* top = along_w(r0);
         const opmath_t* bottom = along_w(r1);

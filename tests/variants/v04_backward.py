@@ -353,6 +353,24 @@ _ROW_SUM = ("  __shared__ opmath_t partial[8][3];\n"
 _HALF = ("    // du/dx = 1/2: the chain rule through u = (x + 1) / 2.\n"
          "    for (int d = 0; d < 3; ++d) {\n"
          "      grad_points[3 * n + d] = static_cast<scalar_t>(opmath_t(0.5) * sum[d]);\n")
+# A per-row shared slot that lane 0 of each warp adds into, read by the row's first thread.
+_ROW_SLOT_ATOMICS = ("  __shared__ opmath_t row_sum[8][3];\n"
+                     "  const int warp = threadIdx.y;  // the row's slot\n"
+                     "  if (threadIdx.x == 0) {\n"
+                     "    row_sum[warp][0] = row_sum[warp][1] = row_sum[warp][2] = 0;\n"
+                     "  }\n"
+                     "  __syncthreads();\n"
+                     "  if (threadIdx.x % 32 == 0) {\n"
+                     "    atomicAdd(&row_sum[warp][0], gx);\n"
+                     "    atomicAdd(&row_sum[warp][1], gy);\n"
+                     "    atomicAdd(&row_sum[warp][2], gz);\n"
+                     "  }\n"
+                     "  __syncthreads();\n"
+                     "  if (valid && threadIdx.x == 0) {\n"
+                     "    opmath_t sum[3];\n"
+                     "    for (int d = 0; d < 3; ++d) {\n"
+                     "      sum[d] = row_sum[warp][d];\n"
+                     "    }\n")
 VARIANTS += [
     Variant("reduction-every-lane-stores-slot", "every lane of a warp stores into the warp's slot (no lane-0 test): "
             "the last writer wins, and only lane 0 holds the warp's sum",
@@ -380,23 +398,7 @@ VARIANTS += [
     Variant("reduction-shared-atomics", "lane 0 of each warp atomicAdds its sums into a per-row shared slot: "
             "right sums, but in the order the warps arrive, which changes from run to run",
             _CU, _ROW_SUM,
-            "  __shared__ opmath_t row_sum[8][3];\n"
-            "  const int warp = threadIdx.y;  // the row's slot\n"
-            "  if (threadIdx.x == 0) {\n"
-            "    row_sum[warp][0] = row_sum[warp][1] = row_sum[warp][2] = 0;\n"
-            "  }\n"
-            "  __syncthreads();\n"
-            "  if (threadIdx.x % 32 == 0) {\n"
-            "    atomicAdd(&row_sum[warp][0], gx);\n"
-            "    atomicAdd(&row_sum[warp][1], gy);\n"
-            "    atomicAdd(&row_sum[warp][2], gz);\n"
-            "  }\n"
-            "  __syncthreads();\n"
-            "  if (valid && threadIdx.x == 0) {\n"
-            "    opmath_t sum[3];\n"
-            "    for (int d = 0; d < 3; ++d) {\n"
-            "      sum[d] = row_sum[warp][d];\n"
-            "    }\n", cuda_only=True),
+            _ROW_SLOT_ATOMICS, cuda_only=True),
     Variant("reduction-slots-read-transposed", "reads the slots as partial[d][i] while they were stored as "
             "partial[warp][d]: the flat index d * 3 + i lands in other warps' slots",
             _CU, "sum[d] += partial[i][d];", "sum[d] += partial[d][i];", cuda_only=True),
@@ -445,6 +447,19 @@ VARIANTS += [
 # Another round of plausible mistakes and right answers in points-reduction, written by someone
 # other than the chapter's author: a 32-bit store index (caught by the sampled launch past 2^31
 # cubes), the slots declared volatile or several to a line (right answers the judge must compile).
+# Slots [row][warp of the row], all 8 of a row summed (the declaration's qualifiers go before it).
+_EIGHT_SLOTS = ("__shared__ opmath_t partial[8][8][3];  // [row][warp of the row][axis]\n"
+                "  const int warp = threadIdx.x / 32;\n"
+                "  if (threadIdx.x % 32 == 0) {\n    partial[threadIdx.y][warp][0] = gx;\n"
+                "    partial[threadIdx.y][warp][1] = gy;\n    partial[threadIdx.y][warp][2] = gz;\n  }\n"
+                "  __syncthreads();\n"
+                "  if (valid && threadIdx.x == 0) {\n"
+                "    opmath_t sum[3] = {0, 0, 0};\n"
+                "    for (int i = 0; i < 8; ++i) {\n"
+                "      for (int d = 0; d < 3; ++d) {\n"
+                "        sum[d] += partial[threadIdx.y][i][d];\n"
+                "      }\n"
+                "    }\n")
 VARIANTS += [
     Variant("reduction-shuffle-through-float", "passes each partner's value through float in the shuffle: "
             "float64 partials lose their low bits", _CU, _SHUFFLES,
@@ -478,52 +493,15 @@ VARIANTS += [
             cuda_only=True, correct=True),
     Variant("reduction-volatile-sums-8-row-slots", "slots [row][warp of the row], and the row's first thread adds "
             "all 8 slots of its row, trusting the unwritten ones to be 0 (shared memory is not zeroed on a GPU)",
-            _CU, _ROW_SUM,
-            "  volatile __shared__ opmath_t partial[8][8][3];  // [row][warp of the row][axis]\n"
-            "  const int warp = threadIdx.x / 32;\n"
-            "  if (threadIdx.x % 32 == 0) {\n    partial[threadIdx.y][warp][0] = gx;\n"
-            "    partial[threadIdx.y][warp][1] = gy;\n    partial[threadIdx.y][warp][2] = gz;\n  }\n"
-            "  __syncthreads();\n"
-            "  if (valid && threadIdx.x == 0) {\n"
-            "    opmath_t sum[3] = {0, 0, 0};\n"
-            "    for (int i = 0; i < 8; ++i) {\n"
-            "      for (int d = 0; d < 3; ++d) {\n"
-            "        sum[d] += partial[threadIdx.y][i][d];\n"
-            "      }\n"
-            "    }\n", cuda_only=True),
+            _CU, _ROW_SUM, "  volatile " + _EIGHT_SLOTS, cuda_only=True),
     Variant("reduction-sums-8-row-slots", "slots [row][warp of the row], and the row's first thread adds all 8 "
-            "slots of its row, trusting the unwritten ones to be 0", _CU, _ROW_SUM,
-            "  __shared__ opmath_t partial[8][8][3];  // [row][warp of the row][axis]\n"
-            "  const int warp = threadIdx.x / 32;\n"
-            "  if (threadIdx.x % 32 == 0) {\n    partial[threadIdx.y][warp][0] = gx;\n"
-            "    partial[threadIdx.y][warp][1] = gy;\n    partial[threadIdx.y][warp][2] = gz;\n  }\n"
-            "  __syncthreads();\n"
-            "  if (valid && threadIdx.x == 0) {\n"
-            "    opmath_t sum[3] = {0, 0, 0};\n"
-            "    for (int i = 0; i < 8; ++i) {\n"
-            "      for (int d = 0; d < 3; ++d) {\n"
-            "        sum[d] += partial[threadIdx.y][i][d];\n"
-            "      }\n"
-            "    }\n", cuda_only=True),
+            "slots of its row, trusting the unwritten ones to be 0", _CU, _ROW_SUM, "  " + _EIGHT_SLOTS,
+            cuda_only=True),
     Variant("reduction-shared-plain-add", "lane 0 of each warp adds its sums into the row's shared slot with a "
             "plain += (no atomic): a race, additions are lost on a GPU", _CU, _ROW_SUM,
-            "  __shared__ opmath_t row_sum[8][3];\n"
-            "  const int warp = threadIdx.y;  // the row's slot\n"
-            "  if (threadIdx.x == 0) {\n"
-            "    row_sum[warp][0] = row_sum[warp][1] = row_sum[warp][2] = 0;\n"
-            "  }\n"
-            "  __syncthreads();\n"
-            "  if (threadIdx.x % 32 == 0) {\n"
-            "    row_sum[warp][0] += gx;\n"
-            "    row_sum[warp][1] += gy;\n"
-            "    row_sum[warp][2] += gz;\n"
-            "  }\n"
-            "  __syncthreads();\n"
-            "  if (valid && threadIdx.x == 0) {\n"
-            "    opmath_t sum[3];\n"
-            "    for (int d = 0; d < 3; ++d) {\n"
-            "      sum[d] = row_sum[warp][d];\n"
-            "    }\n", cuda_only=True),
+            _ROW_SLOT_ATOMICS.replace("atomicAdd(&row_sum[warp][0], gx);", "row_sum[warp][0] += gx;")
+            .replace("atomicAdd(&row_sum[warp][1], gy);", "row_sum[warp][1] += gy;")
+            .replace("atomicAdd(&row_sum[warp][2], gz);", "row_sum[warp][2] += gz;"), cuda_only=True),
     Variant("reduction-int32-store-index", "the store index 3 * n + d held in an int: wraps from "
             "N = 716M cubes (11 GB of float16 feats with F = 1)", _CU, _HALF,
             _HALF.replace("      grad_points[3 * n + d] =", "      const int i = 3 * n + d;\n      grad_points[i] ="),
