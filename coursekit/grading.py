@@ -295,8 +295,30 @@ def most_telling(failed: list, messages: dict) -> list:
     return min(enumerate(failed), key=key)[1]
 
 
+_FATAL = re.compile(r"Fatal Python error: ([^\n]+)")
+_TEST_FRAME = re.compile(r'File "[^"]*[/\\](tests[/\\]test_\w+\.py)", line (\d+) in (test_\w+)')
+
+
+def _crash(log: str) -> tuple[str, list[str]] | None:
+    """A test process killed by a signal (faulthandler's report in the log): the summary and message
+    naming the signal and the test that was running, or None."""
+    fatal = _FATAL.search(log)
+    if fatal is None:
+        return None
+    frame = _TEST_FRAME.search(log, fatal.end())
+    where = f" in {frame.group(3)} ({frame.group(1)}, line {frame.group(2)})" if frame else ""
+    signal = fatal.group(1).strip()
+    return (f"the tests crashed ({signal}){where}",
+            [f"{signal}{where}: the process died inside compiled code, so no test could report.",
+             "A read or write outside a tensor or a buffer of your code (an index or a range past its end, "
+             "a table indexed the wrong way round) is the usual cause; ./course grade -v shows the stack."])
+
+
 def _verdict_from(name: str, doc: dict | None, log: str, gpu: bool) -> Verdict:
     if doc is None:
+        crash = _crash(log)
+        if crash is not None:
+            return Verdict(name, "NOT YET", crash[0], message=_message_lines("\n".join(crash[1])), log=log)
         build_error = log.strip().splitlines()
         return Verdict(name, "NOT YET", "the build failed, or the tests crashed before they could report",
                        message=build_error[-12:], log=log)

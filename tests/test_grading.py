@@ -279,6 +279,24 @@ def test_most_telling_failure_is_shown_first():
     assert verdict.first == "test_worked_example" and "at (0,)" in " ".join(verdict.message), verdict
 
 
+def test_a_crash_names_the_signal_and_the_test():
+    """A test process killed inside compiled code (a segfault, faulthandler's report in the log) gets
+    a verdict naming the signal and the test that was running, with what usually causes it, not the
+    last lines of the stack (pytest's own frames)."""
+    log = ("F..Fatal Python error: Segmentation fault\n\nCurrent thread 0x00007f (most recent call first):\n"
+           '  File "/x/06_upsample/upsample.py", line 175 in _launch\n'
+           '  File "/x/tests/test_06_upsample.py", line 249 in check_backward\n'
+           '  File "/x/tests/test_06_upsample.py", line 802 in test_backward_cpu\n'
+           '  File "/x/site-packages/_pytest/python.py", line 187 in pytest_pyfunc_call\n')
+    verdict = grading._verdict_from("x", None, log, gpu=False)
+    assert verdict.status == "NOT YET", verdict
+    assert verdict.summary == ("the tests crashed (Segmentation fault) in test_backward_cpu "
+                               "(tests/test_06_upsample.py, line 802)"), verdict.summary
+    assert "outside a tensor or a buffer" in " ".join(verdict.message), verdict.message
+    build = grading._verdict_from("x", None, "error: expected ';' before '}' token\n", gpu=False)
+    assert build.summary.startswith("the build failed") and "expected ';'" in " ".join(build.message), build
+
+
 def test_property_and_mask_messages_show_the_values():
     """A string or layout comparison shows what the code produced, whole, naming the property; a mask
     comparison shows the first wrong element, its values and the input there."""
