@@ -16,6 +16,8 @@ correct=True is another right answer instead, and every exercise must PASS.
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import importlib.util
 import os
 import sys
@@ -107,6 +109,24 @@ def how_checked(chapter: chapters.Chapter, variant: exercises.Variant) -> str | 
     if emulated(chapter, variant):
         return "graded"
     return None if variant.correct or not judged(chapter, variant) else "emulated tests"
+
+
+# What decides a GPU self-check case's outcome, for its record in a ledger (tests/test_graders.py,
+# COURSE_SELFCHECK_LEDGER): the variant, the chapter's sources and tests, and the grading code.
+_GRADING_CODE = ("build.py", "exercises.py", "grading.py", "nvcc_cache.py", "selfcheck.py", "toolkit.py")
+
+
+def case_key(chapter: chapters.Chapter, variant: exercises.Variant | None) -> str:
+    """A digest of everything a case's outcome depends on (a GPU or not too): a record under another key
+    is stale."""
+    digest = hashlib.sha256(repr((GPU, None if variant is None else dataclasses.astuple(variant))).encode())
+    sources = [p for p in chapter.path.rglob("*") if p.is_file() and p.suffix in (".py", ".cpp", ".cu", ".cuh", ".h")
+               and not any(part == "build" or part == "__pycache__" or part.endswith(".egg-info")
+                           for part in p.relative_to(chapter.path).parts)]
+    sources += [chapter.test_file, ROOT / "tests" / "conftest.py", *(ROOT / "coursekit" / f for f in _GRADING_CODE)]
+    for path in sorted(sources):
+        digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def touched(chapter: chapters.Chapter, workspace: Path) -> list[str]:

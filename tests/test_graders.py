@@ -17,9 +17,12 @@ checks a different sample each time it changes N. Without them every case runs.
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
 import random
 import time
+from pathlib import Path
 
 import pytest
 
@@ -36,6 +39,31 @@ SEED = os.environ.get("COURSE_SELFCHECK_SEED")
 # COURSE_SELFCHECK_CUDA_ONLY=unemulated: only those the GPU-free judge does not grade either.
 CUDA_ONLY = os.environ.get("COURSE_SELFCHECK_CUDA_ONLY") in ("1", "unemulated")
 UNEMULATED = os.environ.get("COURSE_SELFCHECK_CUDA_ONLY") == "unemulated"
+
+
+# COURSE_SELFCHECK_LEDGER=FILE: a self-check spread over several runs (a GPU's, which takes longer than
+# one run may). Each case's outcome is recorded in FILE (JSON) with selfcheck.case_key, a digest of
+# everything that decides it; a case recorded as passed under the same key is skipped, with the record.
+LEDGER = Path(os.environ["COURSE_SELFCHECK_LEDGER"]) if os.environ.get("COURSE_SELFCHECK_LEDGER") else None
+
+
+def _ledger_read() -> dict:
+    try:
+        return json.loads(LEDGER.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _ledger_write(case: str, record: dict) -> None:
+    """Merge one record into the ledger under a lock: the parts of a run write side by side."""
+    LEDGER.parent.mkdir(parents=True, exist_ok=True)
+    with open(LEDGER.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        ledger = _ledger_read()
+        ledger[case] = record
+        tmp = LEDGER.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(dict(sorted(ledger.items())), indent=1) + "\n")
+        os.replace(tmp, LEDGER)
 
 
 # COURSE_SELFCHECK_SHARD=I/K (set by `./course selfcheck` with COURSE_SELFCHECK_SHARDS=K): only
@@ -61,6 +89,13 @@ def test_grader(chapter, variant):
     if DEADLINE and time.time() > DEADLINE and variant is not None:  # the stubs always run
         pytest.skip("not checked in this run: the self-check's time budget is spent; "
                     "`./course selfcheck` with no budget checks every case")
+    case = f"{chapter.number}-{'stubs' if variant is None else variant.name}"
+    if LEDGER is not None:
+        key = selfcheck.case_key(chapter, variant)
+        record = _ledger_read().get(case)
+        if record is not None and record["key"] == key and record["outcome"] == "passed":
+            pytest.skip(f"passed on {record['device']} on {record['date']} (ledger {LEDGER.name}, same key)")
+        started = time.time()
     if variant is None:
         problems = selfcheck.check_stubs(chapter)
     else:
@@ -70,4 +105,11 @@ def test_grader(chapter, variant):
         problems = selfcheck.check_variant(chapter, variant, how == "emulated tests")
         if problems == [selfcheck.NOT_CAUGHT_WITHOUT_GPU]:
             pytest.skip("a CUDA change outside every exercise that the emulated tests do not notice; a GPU run checks it")
+    if LEDGER is not None:
+        import torch
+
+        _ledger_write(case, {"key": key, "outcome": "failed" if problems else "passed",
+                             "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU",
+                             "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"),
+                             "seconds": round(time.time() - started)})
     assert not problems, "\n".join(problems)

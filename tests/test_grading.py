@@ -59,6 +59,18 @@ def test_every_variant_applies(chapter):
     assert not stale, "variants to update: " + "; ".join(stale)
 
 
+def test_ledger_key_names_the_case():
+    """COURSE_SELFCHECK_LEDGER's key: the same for the same case, another for another variant, the stubs, or
+    the same variant with one character changed (a record made for other code is stale)."""
+    chapter = chapters.find("02")
+    first, second = selfcheck.variants(chapter)[:2]
+    key = selfcheck.case_key(chapter, first)
+    assert key == selfcheck.case_key(chapter, first)
+    edited = exercises.Variant(first.name, first.why, first.file, first.old, first.new + " ", first.cuda_only)
+    others = {selfcheck.case_key(chapter, v) for v in (second, None, edited)}
+    assert key not in others and len(others) == 3
+
+
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_lesson_does_not_print_the_solution(chapter):
     """No line of a solution (code, 25 characters or more) appears in the chapter's README."""
