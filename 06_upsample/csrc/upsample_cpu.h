@@ -31,6 +31,7 @@ struct GatherTable {
   std::vector<int64_t> begin, end, offset;  // of input index lo + k, at k
   std::vector<T> weight;                    // empty when computed on the fly
   int64_t longest = 1;                      // the longest range
+  int64_t read = 0, unread_runs = 0;        // inputs some output reads; runs of inputs none reads
   int64_t in, out;
   T ratio;
   Mode mode;
@@ -43,6 +44,11 @@ struct GatherTable {
       offset[k] = total;
       total += std::max<int64_t>(end[k] - begin[k], 0);
       longest = std::max(longest, end[k] - begin[k]);
+      if (end[k] > begin[k]) {
+        ++read;
+      } else if (k == 0 || end[k - 1] > begin[k - 1]) {
+        ++unread_runs;
+      }
     }
     if (total > 16 * (hi - lo) + 64) return;  // too many to store: see weight_of
     weight.resize(total);

@@ -466,7 +466,25 @@ struct GatherPlan {
   const GatherTable<opmath_t>& cols;
   opmath_t rh;
   const GatherTable<opmath_t>* rows;  // the rows' ranges and weights, or null: computed per row
+  std::vector<int64_t> read;          // see read_columns
 };
+
+// A downscale along W leaves runs of columns that no output reads between those read. Filling each
+// run costs a call; when the columns read hold fewer bytes than the runs' calls would cost (about
+// 256 bytes' worth of filling each), a row is filled once and only its columns read are visited:
+// those columns, else none.
+template <typename scalar_t>
+std::vector<int64_t> read_columns(const GatherTable<opmath_type<scalar_t>>& cols, int64_t C) {
+  std::vector<int64_t> read;
+  if (cols.unread_runs > 0 && cols.read * C * int64_t(sizeof(scalar_t)) <= cols.unread_runs * 256) {
+    for (int64_t k = 0; k < cols.size(); ++k) {
+      if (cols.end[k] > cols.begin[k]) {
+        read.push_back(k);
+      }
+    }
+  }
+  return read;
+}
 
 // The grad_out rows that one input row gathers in one pass: each row's start and its weight wy.
 template <typename scalar_t, typename opmath_t>
@@ -552,10 +570,15 @@ NHWC_INLINE void gather_pixel(scalar_t* gi, opmath_t* partial, bool start, bool 
 }
 
 // The pixels of one input row (gi_row) for the rows of rb, ROWS as in gather_vectors.
+// read: null, or the columns some output reads, when the row is already 0 (see run_rows): the
+// others are left as they are.
 template <int B, int ROWS, typename scalar_t, typename opmath_t>
 NHWC_INLINE void gather_pixels(scalar_t* gi_row, std::vector<opmath_t>& partial, bool start, bool last,
-                               const RowBlock<scalar_t, opmath_t>& rb, const GatherTable<opmath_t>& cols, int64_t C) {
-  for (int64_t k = 0; k < cols.size(); ++k) {
+                               const std::vector<int64_t>* read, const RowBlock<scalar_t, opmath_t>& rb,
+                               const GatherTable<opmath_t>& cols, int64_t C) {
+  const int64_t n = read != nullptr ? static_cast<int64_t>(read->size()) : cols.size();
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t k = read != nullptr ? (*read)[i] : i;
     scalar_t* gi = gi_row + k * C;
     if (cols.end[k] <= cols.begin[k]) {
       // No output reads this column, nor often the next ones (a downscale by 7 skips 6 in 7): the
@@ -567,7 +590,7 @@ NHWC_INLINE void gather_pixels(scalar_t* gi_row, std::vector<opmath_t>& partial,
       if (last) {
         std::fill(gi, gi_row + run * C, round_to<scalar_t>(opmath_t(0)));
       }
-      k = run - 1;
+      i = run - 1;
       continue;
     }
     opmath_t* part = partial.empty() ? nullptr : partial.data() + k * C;  // read unless start, written unless last
@@ -601,6 +624,7 @@ NHWC_INLINE void run_rows(const GatherPlan<scalar_t>& p, int64_t begin, int64_t 
   const GatherTable<opmath_t>& cols = p.cols;
   const int64_t C = g.channels, width = cols.size(), length = width * C;
   std::vector<opmath_t> partial;  // a row's sums between passes, when its range is longer than kRowBlock
+  const std::vector<int64_t>* read = p.read.empty() ? nullptr : &p.read;
   for (int64_t row = begin; row < end; ++row) {
     const int64_t n = row / g.H_in, h = row % g.H_in;
     scalar_t* gi_row = p.grad_in + (row * g.W_in + cols.lo) * C;
@@ -627,12 +651,15 @@ NHWC_INLINE void run_rows(const GatherPlan<scalar_t>& p, int64_t begin, int64_t 
       if (!last && partial.empty()) {
         partial.resize(length);
       }
+      if (read != nullptr && start) {
+        std::fill(gi_row, gi_row + length, round_to<scalar_t>(opmath_t(0)));
+      }
       switch (kUnrolled<B, scalar_t> ? rb.rows : 0) {
         case 1:
-          gather_pixels<B, 1>(gi_row, partial, start, last, rb, cols, C);
+          gather_pixels<B, 1>(gi_row, partial, start, last, read, rb, cols, C);
           break;
         default:
-          gather_pixels<B, 0>(gi_row, partial, start, last, rb, cols, C);
+          gather_pixels<B, 0>(gi_row, partial, start, last, read, rb, cols, C);
       }
     }
   }
@@ -645,7 +672,8 @@ static void gather_chunk(const scalar_t* grad_out, scalar_t* grad_in, const Resi
   using opmath_t = opmath_type<scalar_t>;
   const opmath_t rh = axis_ratio<opmath_t>(g.H_in, g.H_out, g.mode, g.scale_h);
   const std::optional<GatherTable<opmath_t>> rows = row_table(g, rh);  // when H_in fits a chunk
-  const GatherPlan<scalar_t> plan{grad_out, grad_in, g, cols, rh, rows ? &*rows : nullptr};
+  const GatherPlan<scalar_t> plan{grad_out, grad_in, g, cols, rh, rows ? &*rows : nullptr,
+                                  read_columns<scalar_t>(cols, g.channels)};
   const int64_t grain = std::max<int64_t>(1, kGrainElements / (cols.size() * g.channels));
   torch::stable::parallel_for(0, g.planes / g.channels * g.H_in, grain,
                               [&](int64_t begin, int64_t end) { task(plan, begin, end); });
