@@ -216,6 +216,26 @@ def test_forward_cuda_launch_is_the_design(emulated, N, F):
         f"(ceil(N / ty))")
 
 
+@pytest.mark.exercise("cuda-kernel")
+def test_forward_cuda_emulated_stores_along_f(emulated):
+    """F wider than a block (2000 features, 256 threads along f): a thread takes the features
+    threadIdx.x, + blockDim.x, + 2 * blockDim.x, ..., so that at each step a warp's 32 stores are 32
+    neighbouring features (coalesced). A thread that takes a run of ceil(F / blockDim.x) neighbouring
+    features instead gives the same values, with each lane's store a transaction of its own. The judge
+    notes which thread wrote each element of out (x86-64 only)."""
+    import platform
+
+    if platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("the judge notes stores on x86-64 only")
+    feats, points = inputs(2, 2000, dtype=torch.float32)
+    pairs, apart, example = emulated.forward_stores(feats, points)
+    assert pairs > 0, "no two neighbouring lanes of a warp both wrote out (N=2, F=2000): f should run along threadIdx.x"
+    assert apart <= pairs // 4, (
+        f"neighbouring lanes of a warp write out values far apart ({apart} of {pairs} pairs of stores, N=2, F=2000): "
+        f"{example}. Each thread should step through f by blockDim.x (f = threadIdx.x; f < F; f += blockDim.x), so "
+        "that at each step the warp's lanes store neighbouring features, not a run of features per thread")
+
+
 def _emulated_tail(emulated, N: int, F: int, T: int = 64):
     """The emulated forward on N cubes of F float16 features (reserved, not filled: zero but for the
     last T cubes), the launch sampled to its first block and its last T: (the last T cubes' outputs,

@@ -456,13 +456,13 @@ def test_given_kernels_emulated(emulated, mapping):
 
 
 @pytest.mark.exercise("vectorized-kernel")
-def test_vectorized_past_2_28_cubes_emulated(emulated):
-    """The vectorized kernel through the GPU-free judge on N = 2^28 + 64 cubes of one float16 pack
-    (F = 8: 32 GiB of feats, reserved, not filled: only the pages written take memory), zero but the
-    last 64 cubes; of the launch only the first block and the last 64 run. There n * 8 passes 2^31:
-    an index computed in 32 bits wraps."""
+def test_vectorized_past_2_29_cubes_emulated(emulated):
+    """The vectorized kernel through the GPU-free judge on N = 2^29 + 64 cubes of one float16 pack
+    (F = 8: 64 GiB of feats, reserved, not filled: only the pages written take memory), zero but the
+    last 64 cubes; of the launch only the first block and the last 64 run. There n * 8 passes 2^32:
+    an index computed in 32 bits wraps, signed (past 2^31) or unsigned."""
     F, T = 8, 64
-    N = 2**28 + T
+    N = 2**29 + T
     torch.manual_seed(0)
     tail = torch.randn(T, 8, F, dtype=torch.float16)
     points = torch.rand(T, 3, dtype=torch.float16) * 2 - 1
@@ -472,8 +472,8 @@ def test_vectorized_past_2_28_cubes_emulated(emulated):
         if "cannot reserve" in str(e):
             pytest.skip(f"this machine does not lend {N * 8 * F * 2 >> 30} GiB of address space: {e}")
         raise
-    check(out, tail, points, what=f"forward_vectorized (emulated), the last {T} cubes of N = {N} (n * 8 passes 2^31: "
-          "is the cube index 64-bit?)")
+    check(out, tail, points, what=f"forward_vectorized (emulated), the last {T} cubes of N = {N} (n * 8 passes 2^32: "
+          "is the cube index 64-bit, and signed?)")
 
 
 @pytest.mark.cuda

@@ -1062,24 +1062,24 @@ def test_gather_plain_emulated(emulated, dtype, shape, size, mode):
 
 @pytest.mark.exercise("gather-cuda")
 @pytest.mark.parametrize("mode", MODES)
-def test_gather_plain_more_than_2_31_elements_emulated(emulated, mode):
+def test_gather_plain_more_than_2_32_elements_emulated(emulated, mode):
     """The plain gather through the GPU-free judge on 65535 planes whose grad_out and grad_in both hold
-    more than 2^31 elements (float16, in reserved memory: only the pages written take memory), zero
-    but the last plane; of the launch only the first block and the last plane's blocks run. A 32-bit
-    offset (into grad_out's plane, or grad_in's element) wraps there."""
-    planes, in_hw, out_hw = 65535, (128, 257), (96, 384)
-    assert planes * in_hw[0] * in_hw[1] > 2**31 and planes * out_hw[0] * out_hw[1] > 2**31
+    more than 2^32 elements (float16, 27 GiB in reserved memory: only the pages written take memory),
+    zero but the last plane; of the launch only the first block and the last plane's blocks run. A
+    32-bit offset (into grad_out's plane, or grad_in's element), signed or unsigned, wraps there."""
+    planes, in_hw, out_hw = 65535, (257, 257), (384, 384)
+    assert planes * in_hw[0] * in_hw[1] > 2**32 and planes * out_hw[0] * out_hw[1] > 2**32
     torch.manual_seed(0)
     last = torch.randn((1, 1) + out_hw, dtype=torch.float16)
     try:
         got = emulated.gather_plain_last_plane(last, planes, list(in_hw), EMULATED_MODES[mode], 1)
     except RuntimeError as e:
         if "cannot reserve" in str(e):
-            pytest.skip(f"this machine does not lend the address space (9 GiB): {e}")
+            pytest.skip(f"this machine does not lend the address space (27 GiB): {e}")
         raise
     check(got[None], ref_backward(last, in_hw, mode),
           f"{mode} plain gather (emulated), the last of {planes} planes {list(out_hw)} -> {list(in_hw)} (more than "
-          "2^31 elements in grad_out and in grad_in: are the offsets 64-bit?)")
+          "2^32 elements in grad_out and in grad_in: are the offsets 64-bit, and signed?)")
 
 
 @pytest.mark.exercise("gather-cuda")
@@ -1116,8 +1116,9 @@ def test_gather_plain_emulated_nonfinite(emulated, shape, size, mode):
 
 
 @pytest.mark.exercise("gather-cuda")
-@pytest.mark.parametrize("shape, size", [((1, 2, 20, 70), (40, 140)), ((2, 3, 37, 9), (18, 5))],
-                         ids=["wide", "tall"])
+@pytest.mark.parametrize("shape, size", [((1, 2, 20, 70), (40, 140)), ((2, 3, 37, 9), (18, 5)),
+                                         ((1, 1, 4, 600), (8, 1200))],
+                         ids=["wide", "tall", "wider-than-a-block"])
 def test_gather_plain_emulated_stores_along_w(emulated, shape, size):
     """The mapping: neighbouring lanes of a warp write neighbouring grad_in values (x along W), so that
     a warp's stores are one contiguous run (coalesced). Right values from lanes that run along H, or

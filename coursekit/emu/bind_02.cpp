@@ -25,6 +25,17 @@ at::Tensor forward_tail(const at::Tensor& tail_feats, const at::Tensor& tail_poi
                              });
 }
 
+// The forward's store pattern into out (emu::NoteStores): (neighbouring-lane store pairs, those more
+// than 16 bytes apart, the first such pair in words).
+std::tuple<int64_t, int64_t, std::string> forward_stores(const at::Tensor& feats, const at::Tensor& points) {
+  emu::NoteStores noting;
+  forward(feats, points, true, 1);
+  for (const auto& note : emu::st().stores) {
+    if (note.tensor == "out") return {note.pairs, note.apart, note.example};
+  }
+  return {0, 0, ""};
+}
+
 // The last launch's grid and block: (grid.x, grid.y, grid.z, block.x, block.y, block.z).
 std::vector<int64_t> last_launch() {
   const auto& s = emu::st();
@@ -34,5 +45,6 @@ std::vector<int64_t> last_launch() {
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("forward", &forward, "trilinear forward, CUDA code emulated on the CPU");
   m.def("last_launch", &last_launch, "the last launch's grid and block");
+  m.def("forward_stores", &forward_stores, "the forward's stores into out: neighbouring lanes' pairs, and those apart");
   m.def("forward_tail", &forward_tail, "the forward on N cubes (> 2^31 elements), its last cubes only, emulated");
 }

@@ -311,9 +311,21 @@ inline void on_trap(int sig, siginfo_t*, void* uc) {
   // (two blocks do the same element: a loop's step too short, or a wrong index), or if it wrote
   // another value (a race in the block: which value stays depends on the order). The same value
   // from the same block (every lane of a warp storing the warp's sum) is what a GPU does too.
+  // Under OneStorePerElement, a thread storing its own element again is an error too.
   for (const State::Pending& w : s.pending) {
     const long long me = w.buffer->owner[w.index];
-    if (w.previous < 0 || w.previous == me || s.fault.set) continue;
+    if (w.previous < 0 || s.fault.set) continue;
+    if (w.previous == me) {
+      if (s.one_store) {
+        s.fault.set = true;
+        s.fault.what = thread_text(me) + " writes " + w.buffer->name + " element " + std::to_string(w.index) +
+                       " twice, in kernel " + s.kernel +
+                       " (in this kernel's design each element is stored once, when its sum is complete: is the "
+                       "store inside a loop, over the corners say, that it should follow? Right values, repeated "
+                       "stores)";
+      }
+      continue;
+    }
     uint64_t after = 0;
     memcpy(&after, w.buffer->data + w.index * w.buffer->elem, std::min<size_t>(w.buffer->elem, 8));
     const bool same_block = w.previous / s.n == me / s.n, same_value = after == w.before;
@@ -919,10 +931,30 @@ inline T atomicAdd(T* p, U v) {
   return old;
 }
 
+// nvcc's __ldg and __stcs take built-in types and CUDA's vector types only: c10::Half, BFloat16 or a
+// struct of the course's own does not compile there, so it does not compile here either.
+namespace emu {
 template <typename T>
-inline T __ldg(const T* p) { return *p; }
+constexpr bool cache_hint_type = (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) || std::is_same_v<T, float4> ||
+                                 std::is_same_v<T, float2> || std::is_same_v<T, uint4> || std::is_same_v<T, uint2>;
+}  // namespace emu
+#define EMU_CACHE_HINT_TYPES                                                                                   \
+  "takes built-in types and CUDA vector types (float, int, unsigned short, float4, uint4...), not c10::Half, " \
+  "BFloat16 or a struct: go through the bits (reinterpret_cast to a type it takes), or use a plain access "    \
+  "(a const __restrict__ pointer lets nvcc choose the read-only path itself)"
+
 template <typename T>
-inline void __stcs(T* p, T v) { *p = v; }
+inline T __ldg(const T* p) {
+  static_assert(::emu::cache_hint_type<T>,
+                "no instance of overloaded function \"__ldg\" matches the argument list: nvcc's __ldg " EMU_CACHE_HINT_TYPES);
+  return *p;
+}
+template <typename T>
+inline void __stcs(T* p, T v) {
+  static_assert(::emu::cache_hint_type<T>,
+                "no instance of overloaded function \"__stcs\" matches the argument list: nvcc's __stcs " EMU_CACHE_HINT_TYPES);
+  *p = v;
+}
 
 // Device functions a kernel may call, with their CUDA meaning on the CPU.
 inline void __threadfence() {}
