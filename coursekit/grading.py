@@ -453,11 +453,27 @@ def _save_cache(path: Path, cache: dict) -> None:
     os.replace(tmp, path)
 
 
+# A compiler's diagnostic: g++ "file:LINE:COL: error: ...", nvcc "file(LINE): error: ...".
+_DIAGNOSTIC = re.compile(r"(:\d+(:\d+)?: (fatal )?error:|\(\d+\): error)")
+
+
 def _compile_message(text: str) -> list[str]:
+    """The first compiler error, whole (wrapped, not cut). An error inside a header that the
+    learner's code instantiated (a template of the GPU-free judge, say) comes after the first
+    "required from" line, which names the learner's line."""
     lines = [ln for ln in text.splitlines() if ln.strip()]
-    errors = [i for i, ln in enumerate(lines) if re.search(r"\berror\b", ln) and "Error building" not in ln]
-    start = errors[0] if errors else max(len(lines) - 6, 0)
-    return [ln if len(ln) <= 200 else ln[:197] + "..." for ln in lines[start:start + 6]]
+    first = next((i for i, ln in enumerate(lines) if _DIAGNOSTIC.search(ln)), None)
+    if first is None:  # no diagnostic: a linker or build-system error, at the end
+        errors = [i for i, ln in enumerate(lines) if re.search(r"\berror\b", ln) and "Error building" not in ln]
+        start = errors[0] if errors else max(len(lines) - 6, 0)
+        return _message_lines("\n".join(lines[start:start + 6]), limit=12)
+    shown = [lines[first]]
+    context = [ln for ln in lines[max(0, first - 12):first] if "required from" in ln]
+    if context:
+        shown.insert(0, context[0].split("’")[0] + ("’" if "’" in context[0] else ""))
+    if not re.search(r"coursekit[/\\]emu[/\\]", lines[first]):  # the source line and caret, where they are the learner's
+        shown += [ln for ln in lines[first + 1:first + 4] if ln.startswith(" ") and not _DIAGNOSTIC.search(ln)][:3]
+    return _message_lines("\n".join(shown), limit=12)
 
 
 def format_table(chapter: chapters.Chapter, verdicts: list[Verdict], verbose: bool = False) -> str:

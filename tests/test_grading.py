@@ -212,6 +212,30 @@ def test_first_message_is_wrapped_not_cut():
     assert len(many) == 12 and "-v" in many[-1], many
 
 
+def test_compile_message_is_the_first_error_whole():
+    """A compile error reaches the learner whole (wrapped, not cut at 200 characters): g++'s and nvcc's
+    first error with its source line; for an error inside a header template (the GPU-free judge's
+    __ldg, say), the learner's line that instantiated it first."""
+    advice = "nvcc's __ldg takes built-in types and CUDA vector types, not c10::Half: go through the bits " * 3
+    gcc = ("In file included from ws/csrc/k.h:16,\n"
+           "/x/coursekit/emu/cuda_emu.h: In instantiation of 'T __ldg(const T*) [with T = c10::Half]':\n"
+           "ws/csrc/k.cu:49:53:   required from \u2018void kernel(const scalar_t*) [with scalar_t = c10::Half]\u2019\n"
+           "ws/csrc/k.cu:73:3:   required from here\n"
+           f"/x/coursekit/emu/cuda_emu.h:948:24: error: static assertion failed: {advice}\n"
+           "  948 |   static_assert(::emu::cache_hint_type<T>,\n"
+           "ws/csrc/k.cu:49:53:   required from \u2018void kernel(const scalar_t*) [with scalar_t = c10::BFloat16]\u2019\n"
+           "ninja: build stopped: subcommand failed.")
+    lines = grading._compile_message(gcc)
+    assert lines[0].startswith("ws/csrc/k.cu:49:53:") and "c10::Half" in " ".join(lines), lines
+    assert " ".join(advice.split()) in " ".join(" ".join(lines).split()), lines
+    assert all(len(line) <= 110 for line in lines) and "948 |" not in " ".join(lines), lines
+    nvcc = ("ws/csrc/k.cu(49): error: no instance of overloaded function \"__ldg\" matches the argument list\n"
+            "            argument types are: (const c10::Half *)\n"
+            "1 error detected in the compilation of \"ws/csrc/k.cu\".")
+    lines = grading._compile_message(nvcc)
+    assert lines[0].startswith("ws/csrc/k.cu(49): error:") and "(const c10::Half *)" in lines[1], lines
+
+
 # ---------------------------------------------------------------------------- advice sized to the error
 
 
