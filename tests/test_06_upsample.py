@@ -1117,7 +1117,7 @@ def test_gather_plain_emulated_nonfinite(emulated, shape, size, mode):
 
 @pytest.mark.exercise("gather-cuda")
 @pytest.mark.parametrize("shape, size", [((1, 2, 20, 70), (40, 140)), ((2, 3, 37, 9), (18, 5)),
-                                         ((1, 1, 4, 600), (8, 1200))],
+                                         ((1, 1, 2, 1300), (4, 2600))],
                          ids=["wide", "tall", "wider-than-a-block"])
 def test_gather_plain_emulated_stores_along_w(emulated, shape, size):
     """The mapping: neighbouring lanes of a warp write neighbouring grad_in values (x along W), so that

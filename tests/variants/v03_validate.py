@@ -409,3 +409,71 @@ VARIANTS += [
             "        start = time.perf_counter()\n        fn()\n        host_us = (time.perf_counter() - start) * 1e6\n"
             + _PROF_SYNC + "    events = trace_events(prof)\n", correct=True),
 ]
+
+# Found by a red-team round on the CUDA exercises (the GPU-free judge grades them).
+CPP3 = "csrc/trilinear.cpp"
+_N3 = "const int64_t n = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;\n  if (n >= N) {\n    return;\n  }\n  opmath_t weight[8];\n  weights_of(points, n, weight);\n  const int64_t packs"
+_LOAD3 = "      const P x = f_n[k * packs + p];  // one 16-byte load\n"
+
+VARIANTS += [
+    Variant("vectorized-ldg-pack", "loads each Pack with __ldg (the read-only cache): nvcc has no __ldg for a "
+            "user struct, so the kernel does not compile for any dtype", _VCU,
+            _LOAD3, "      const P x = __ldg(&f_n[k * packs + p]);  // one 16-byte load, read-only cache\n",
+            cuda_only=True),
+    Variant("vectorized-unsigned-cube-index", "the cube index in 32-bit unsigned (blockIdx.x and blockDim.y are "
+            "unsigned): n * 8 wraps from N = 2^29 cubes (64 GiB of float16 feats with F = 8, which an H200 holds)", _VCU,
+            _N3, _N3.replace("const int64_t n = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;",
+                             "const unsigned n = blockIdx.x * blockDim.y + threadIdx.y;"), cuda_only=True),
+    Variant("vectorized-store-inside-corner-loop", "stores the Pack inside the loop over corners (a brace in the "
+            "wrong place): the last store holds the full sum, but each Pack is stored 8 times", _VCU,
+            "    for (int k = 0; k < 8; ++k) {\n"
+            "      const P x = f_n[k * packs + p];  // one 16-byte load\n"
+            "#pragma unroll\n"
+            "      for (int i = 0; i < P::size; ++i) {\n"
+            "        acc[i] += weight[k] * static_cast<opmath_t>(x.v[i]);\n"
+            "      }\n"
+            "    }\n"
+            "    P y;\n"
+            "#pragma unroll\n"
+            "    for (int i = 0; i < P::size; ++i) {\n"
+            "      y.v[i] = static_cast<scalar_t>(acc[i]);\n"
+            "    }\n"
+            "    out_n[p] = y;  // one 16-byte store\n",
+            "    for (int k = 0; k < 8; ++k) {\n"
+            "      const P x = f_n[k * packs + p];  // one 16-byte load\n"
+            "#pragma unroll\n"
+            "      for (int i = 0; i < P::size; ++i) {\n"
+            "        acc[i] += weight[k] * static_cast<opmath_t>(x.v[i]);\n"
+            "      }\n"
+            "    P y;\n"
+            "#pragma unroll\n"
+            "    for (int i = 0; i < P::size; ++i) {\n"
+            "      y.v[i] = static_cast<scalar_t>(acc[i]);\n"
+            "    }\n"
+            "    out_n[p] = y;  // one 16-byte store\n"
+            "    }\n", cuda_only=True),
+    Variant("vectorized-weight-by-lane", "weighs lane i by weight[i] instead of weight[k] (k and i mixed up)", _VCU,
+            "        acc[i] += weight[k] * static_cast<opmath_t>(x.v[i]);",
+            "        acc[i] += weight[i % 8] * static_cast<opmath_t>(x.v[i]);", cuda_only=True),
+    Variant("vectorized-acc-per-corner", "declares the accumulators inside the loop over corners: only the last "
+            "corner's products reach the store", _VCU,
+            "    opmath_t acc[P::size] = {};\n#pragma unroll\n    for (int k = 0; k < 8; ++k) {\n",
+            "    opmath_t acc[P::size];\n#pragma unroll\n    for (int k = 0; k < 8; ++k) {\n"
+            "      for (int i = 0; i < P::size; ++i) acc[i] = 0;\n", cuda_only=True),
+    # correct alternatives
+    Variant("pack-size-in-bytes", "asks the row's bytes, F * element_size, to be a multiple of 16: the same as "
+            "F % pack == 0 since element_size divides 16", CPP3,
+            "return F % pack == 0 && aligned ? pack : 0;",
+            "return (F * element_size) % 16 == 0 && aligned ? pack : 0;", correct=True),
+    Variant("vectorized-scalar-tail", "adds a scalar loop for a tail of F % pack features (never taken: "
+            "pack_size sends such F to the fallback)", _VCU,
+            "    out_n[p] = y;  // one 16-byte store\n  }\n",
+            "    out_n[p] = y;  // one 16-byte store\n  }\n"
+            "  for (int64_t f = packs * P::size + threadIdx.x; f < F; f += blockDim.x) {\n"
+            "    opmath_t a = 0;\n"
+            "    for (int k = 0; k < 8; ++k) {\n"
+            "      a += weight[k] * static_cast<opmath_t>(feats[n * 8 * F + k * F + f]);\n"
+            "    }\n"
+            "    out[n * F + f] = static_cast<scalar_t>(a);\n"
+            "  }\n", cuda_only=True, correct=True),
+]

@@ -789,3 +789,77 @@ VARIANTS += [
             "                      static_cast<unsigned>(std::min<int64_t>(g.planes, kMaxGrid))),\n"
             "                 dim3(32, 32)};\n", cuda_only=True, correct=True),
 ]
+
+# Found by a red-team round on the CUDA exercises (the GPU-free judge grades them).
+G6 = "csrc/gather_plain.cu"
+_STORE6 = "grad_in[(p * rows.in + h) * cols.in + w] = static_cast<scalar_t>(acc);"
+_PLANE6 = "const scalar_t* plane = grad_out + p * rows.out * cols.out;"
+_TERM6 = "acc += wy * plan_weight(cols, dw, w) * static_cast<T>(plane[dh * cols.out + dw]);"
+_W6 = "const int64_t w = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;"
+_SUM6 = ("      for (int64_t dh = rows.begin[h]; dh < rows.end[h]; ++dh) {\n"
+         "        const T wy = plan_weight(rows, dh, h);\n"
+         "        for (int64_t dw = cols.begin[w]; dw < cols.end[w]; ++dw) {\n"
+         "          acc += wy * plan_weight(cols, dw, w) * static_cast<T>(plane[dh * cols.out + dw]);\n"
+         "        }\n"
+         "      }\n")
+
+VARIANTS += [
+    Variant("plain-gather-unsigned-store-index", "stores into grad_in at a 32-bit unsigned index: right until "
+            "grad_in holds 2^32 elements (8 GiB of float16)", G6,
+            _STORE6, "const uint32_t i = (p * rows.in + h) * cols.in + w;\n"
+            "      grad_in[i] = static_cast<scalar_t>(acc);", cuda_only=True),
+    Variant("plain-gather-unsigned-plane-offset", "finds grad_out's plane at a 32-bit unsigned offset: right "
+            "until grad_out holds 2^32 elements (8 GiB of float16)", G6,
+            _PLANE6, "const unsigned offset = p * rows.out * cols.out;\n"
+            "      const scalar_t* plane = grad_out + offset;", cuda_only=True),
+    Variant("plain-gather-w-block-cyclic", "w = blockIdx.x + threadIdx.x * gridDim.x (columns dealt out "
+            "cyclically): every column still has one thread, but once a row needs several blocks (W_in > 256) "
+            "neighbouring lanes store gridDim.x columns apart (uncoalesced)", G6,
+            _W6, "const int64_t w = blockIdx.x + static_cast<int64_t>(threadIdx.x) * gridDim.x;", cuda_only=True),
+    Variant("plain-gather-ldg-on-scalar", "reads grad_out through __ldg: nvcc has no __ldg for "
+            "torch::headeronly::Half / BFloat16, so the kernel does not compile for the half types", G6,
+            _TERM6, "acc += wy * plan_weight(cols, dw, w) * static_cast<T>(__ldg(plane + dh * cols.out + dw));",
+            cuda_only=True),
+    Variant("plain-gather-return-on-empty-range", "an input row no output reads: writes 0 and returns (the "
+            "thread's later rows and planes of the grid-stride loops are never written)", G6,
+            "      T acc = 0;\n",
+            "      if (rows.begin[h] == rows.end[h]) {\n"
+            "        grad_in[(p * rows.in + h) * cols.in + w] = static_cast<scalar_t>(0);\n"
+            "        return;  // nothing to add\n"
+            "      }\n"
+            "      T acc = 0;\n", cuda_only=True),
+    Variant("plain-gather-plan-weight-args-swapped", "the row weight as plan_weight(rows, h, dh): input and "
+            "output index swapped", G6,
+            "const T wy = plan_weight(rows, dh, h);", "const T wy = plan_weight(rows, h, dh);", cuda_only=True),
+    Variant("plain-gather-bounds-off-by-one", "`w > cols.in`: the thread at w == W_in runs, reading past the "
+            "column plan and writing the next row's first value", G6,
+            "  if (w >= cols.in) {", "  if (w > cols.in) {", cuda_only=True),
+    Variant("plain-gather-rows-step-grid-only", "steps the rows by gridDim.y (blocks, not threads): rows are "
+            "done by several blocks", G6,
+            "h += static_cast<int64_t>(gridDim.y) * blockDim.y) {", "h += gridDim.y) {", cuda_only=True),
+    Variant("plain-gather-skips-zero-row-weight", "skips grad_out rows of row weight 0 (an 'optimisation'): "
+            "an inf or NaN there no longer makes the input's gradient NaN", G6,
+            "        const T wy = plan_weight(rows, dh, h);\n",
+            "        const T wy = plan_weight(rows, dh, h);\n        if (wy == T(0)) {\n          continue;\n        }\n",
+            cuda_only=True),
+    # correct alternatives
+    Variant("plain-gather-columns-outside", "the loops nested the other way (columns outside, rows inside): "
+            "another order of additions, within the tolerance", G6,
+            _SUM6,
+            "      for (int64_t dw = cols.begin[w]; dw < cols.end[w]; ++dw) {\n"
+            "        const T wx = plan_weight(cols, dw, w);\n"
+            "        for (int64_t dh = rows.begin[h]; dh < rows.end[h]; ++dh) {\n"
+            "          acc += plan_weight(rows, dh, h) * wx * static_cast<T>(plane[dh * cols.out + dw]);\n"
+            "        }\n"
+            "      }\n", cuda_only=True, correct=True),
+    Variant("plain-gather-factored-line", "sums each grad_out row along W first (line = sum wx * g), then adds "
+            "wy * line (gather-backward's hint 3 on the GPU)", G6,
+            _SUM6,
+            "      for (int64_t dh = rows.begin[h]; dh < rows.end[h]; ++dh) {\n"
+            "        T line = 0;\n"
+            "        for (int64_t dw = cols.begin[w]; dw < cols.end[w]; ++dw) {\n"
+            "          line += plan_weight(cols, dw, w) * static_cast<T>(plane[dh * cols.out + dw]);\n"
+            "        }\n"
+            "        acc += plan_weight(rows, dh, h) * line;\n"
+            "      }\n", cuda_only=True, correct=True),
+]
