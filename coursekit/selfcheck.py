@@ -121,7 +121,7 @@ def case_key(chapter: chapters.Chapter, variant: exercises.Variant | None) -> st
     is stale."""
     digest = hashlib.sha256(repr((GPU, None if variant is None else dataclasses.astuple(variant))).encode())
     sources = [p for p in chapter.path.rglob("*") if p.is_file() and p.suffix in (".py", ".cpp", ".cu", ".cuh", ".h")
-               and not any(part == "build" or part == "__pycache__" or part.endswith(".egg-info")
+               and not any(part in ("build", "dist", "__pycache__") or part.endswith(".egg-info")  # not sources
                            for part in p.relative_to(chapter.path).parts)]
     sources += [chapter.test_file, ROOT / "tests" / "conftest.py", *(ROOT / "coursekit" / f for f in _GRADING_CODE)]
     for path in sorted(sources):
