@@ -328,6 +328,12 @@ NHWC_INLINE void forward_pixels(const ForwardPlan<scalar_t>& p, const RowGroup<s
     for (; c + L <= C; c += L) {
       forward_vectors<B, 1, ROWS>(rg, w * C + c, p00 + c, p01 + c, p10 + c, p11 + c, wx0, wx1);
     }
+    if constexpr (B > kBaseBytes) {  // a half-width vector, as gather_pixel
+      constexpr int H = lanes<opmath_t, kBaseBytes>;
+      for (; c + H <= C; c += H) {
+        forward_vectors<kBaseBytes, 1, ROWS>(rg, w * C + c, p00 + c, p01 + c, p10 + c, p11 + c, wx0, wx1);
+      }
+    }
     for (; c < C; ++c) {
       forward_vectors<0, 1, ROWS>(rg, w * C + c, p00 + c, p01 + c, p10 + c, p11 + c, wx0, wx1);
     }
@@ -563,6 +569,12 @@ NHWC_INLINE void gather_pixel(scalar_t* gi, opmath_t* partial, bool start, bool 
   }
   for (; c + L <= C; c += L, col.at += L) {
     gather_vectors<B, 1, ROWS, CNT>(gi + c, partial ? partial + c : nullptr, start, last, rb, col, C);
+  }
+  if constexpr (B > kBaseBytes) {  // a half-width vector: the last 4 channels of float (of 12, say) in one
+    constexpr int H = lanes<opmath_t, kBaseBytes>;
+    for (; c + H <= C; c += H, col.at += H) {
+      gather_vectors<kBaseBytes, 1, ROWS, CNT>(gi + c, partial ? partial + c : nullptr, start, last, rb, col, C);
+    }
   }
   for (; c < C; ++c, ++col.at) {
     gather_vectors<0, 1, ROWS, CNT>(gi + c, partial ? partial + c : nullptr, start, last, rb, col, C);
