@@ -344,10 +344,11 @@ def _verdict_from(name: str, doc: dict | None, log: str, gpu: bool) -> Verdict:
 
 def grade(chapter: chapters.Chapter, workspace: Path | None, *, only: list[str] | None = None,
           run_stubs: bool = False, compile_cuda: bool | None = None, progress=None,
-          stop_first: bool = False) -> list[Verdict]:
+          stop_first: bool = False, marker: str | None = None) -> list[Verdict]:
     """Grade each exercise of `workspace` (None: the chapter's own solution) alone.
 
-    stop_first: stop an exercise's tests at its first failure (the self-check only needs one)."""
+    stop_first: stop an exercise's tests at its first failure (the self-check only needs one).
+    marker: only the tests it marks ("cuda": the GPU self-check, whose CPU half CI checks)."""
     import torch
 
     from . import toolkit
@@ -390,7 +391,8 @@ def grade(chapter: chapters.Chapter, workspace: Path | None, *, only: list[str] 
             # recompiles one or two files instead of building a fresh folder per exercise.
             source = GRADE_ROOT / tag / chapter.dirname
             spans = composite(chapter, name, bodies, source)
-        mode = ("cuda" if cuda_build else "cpu") + ("-x" if stop_first and source != chapter.path else "")
+        mode = (("cuda" if cuda_build else "cpu") + ("-x" if stop_first and source != chapter.path else "")
+                + (f"-m {marker}" if marker else ""))
         key = _verdict_key(chapter, source, name, mode)
         if key in cache:
             verdict = Verdict.from_json(cache[key])
@@ -411,7 +413,7 @@ def grade(chapter: chapters.Chapter, workspace: Path | None, *, only: list[str] 
                                   log=build_log)
             else:
                 doc, log = run_tests(chapter, source, name, GRADE_ROOT / tag / f"{name}.json", cuda_build=cuda_build,
-                                     stop_first=stop_first and source != chapter.path)
+                                     stop_first=stop_first and source != chapter.path, marker=marker)
                 verdict = _verdict_from(name, doc, log, gpu)
             cache[key] = verdict.to_json()
         # nvcc without a GPU: for CUDA files (.cu, .cuh) the GPU-free judge does not compile already;

@@ -33,6 +33,10 @@ SELFCHECK = ROOT / ".build" / "selfcheck" / ("" if SHARD == "0/1" else "part-" +
 if os.environ.get("COURSE_SELFCHECK_DIR"):  # several self-checks side by side, each in its own folder
     SELFCHECK = Path(os.environ["COURSE_SELFCHECK_DIR"])
 GPU = torch.cuda.is_available()
+# COURSE_SELFCHECK_CUDA_ONLY (a GPU's self-check): the stubs and the CUDA-only wrong variants are
+# graded by the CUDA tests alone. A CUDA-only change cannot fail a CPU test, and the stubs' CPU
+# tests are checked on every machine (CI's self-check); this leaves a GPU the part only it can do.
+CUDA_TESTS_ONLY = GPU and os.environ.get("COURSE_SELFCHECK_CUDA_ONLY") in ("1", "unemulated")
 
 
 def variants(chapter: chapters.Chapter) -> list[exercises.Variant]:
@@ -141,10 +145,11 @@ def check_stubs(chapter: chapters.Chapter) -> list[str]:
     dest = SELFCHECK / chapter.number / "ws" / chapter.dirname  # shared with the variants: incremental builds
     exercises.make_workspace(chapter, dest, force=True)
     problems = []
-    for v in grading.grade(chapter, dest, run_stubs=True, compile_cuda=False):
+    marker = "cuda" if CUDA_TESTS_ONLY else None
+    for v in grading.grade(chapter, dest, run_stubs=True, compile_cuda=False, marker=marker):
         if v.passed:
             problems.append(f"{v.exercise}: graded tests pass on the untouched stub: {v.passed[:5]}")
-        if v.status == "PASS" or (v.status == "not checked" and GPU):
+        if v.status == "PASS" or (v.status == "not checked" and GPU and not marker):  # marker: no CUDA test
             problems.append(f"{v.exercise}: {v.status} on the stub ({v.summary})")
         if v.status == "NOT YET" and v.summary.startswith("does not compile"):
             problems.append(f"{v.exercise}: the stub does not compile:\n    " + "\n    ".join(v.message))
@@ -192,7 +197,8 @@ def check_variant(chapter: chapters.Chapter, variant: exercises.Variant, emulate
         if emulated_only and not failed:
             return [NOT_CAUGHT_WITHOUT_GPU]
         return [] if failed else [f"{variant.name} ({variant.why}): outside every exercise, and every test passes"]
-    verdicts = grading.grade(chapter, ws, compile_cuda=False, stop_first=not variant.correct)
+    marker = "cuda" if CUDA_TESTS_ONLY and variant.cuda_only and not variant.correct else None
+    verdicts = grading.grade(chapter, ws, compile_cuda=False, stop_first=not variant.correct, marker=marker)
     not_yet = sorted(v.exercise for v in verdicts if v.status == "NOT YET")
     problems = []
     if variant.correct:
