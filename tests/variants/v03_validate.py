@@ -414,6 +414,8 @@ VARIANTS += [
 CPP3 = "csrc/trilinear.cpp"
 _N3 = "const int64_t n = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;\n  if (n >= N) {\n    return;\n  }\n  opmath_t weight[8];\n  weights_of(points, n, weight);\n  const int64_t packs"
 _LOAD3 = "      const P x = f_n[k * packs + p];  // one 16-byte load\n"
+_STORE3 = ("    P y;\n#pragma unroll\n    for (int i = 0; i < P::size; ++i) {\n"
+           "      y.v[i] = static_cast<scalar_t>(acc[i]);\n    }\n    out_n[p] = y;  // one 16-byte store\n")
 
 VARIANTS += [
     Variant("vectorized-ldg-pack", "loads each Pack with __ldg (the read-only cache): nvcc has no __ldg for a "
@@ -426,32 +428,7 @@ VARIANTS += [
                              "const unsigned n = blockIdx.x * blockDim.y + threadIdx.y;"), cuda_only=True),
     Variant("vectorized-store-inside-corner-loop", "stores the Pack inside the loop over corners (a brace in the "
             "wrong place): the last store holds the full sum, but each Pack is stored 8 times", _VCU,
-            "    for (int k = 0; k < 8; ++k) {\n"
-            "      const P x = f_n[k * packs + p];  // one 16-byte load\n"
-            "#pragma unroll\n"
-            "      for (int i = 0; i < P::size; ++i) {\n"
-            "        acc[i] += weight[k] * static_cast<opmath_t>(x.v[i]);\n"
-            "      }\n"
-            "    }\n"
-            "    P y;\n"
-            "#pragma unroll\n"
-            "    for (int i = 0; i < P::size; ++i) {\n"
-            "      y.v[i] = static_cast<scalar_t>(acc[i]);\n"
-            "    }\n"
-            "    out_n[p] = y;  // one 16-byte store\n",
-            "    for (int k = 0; k < 8; ++k) {\n"
-            "      const P x = f_n[k * packs + p];  // one 16-byte load\n"
-            "#pragma unroll\n"
-            "      for (int i = 0; i < P::size; ++i) {\n"
-            "        acc[i] += weight[k] * static_cast<opmath_t>(x.v[i]);\n"
-            "      }\n"
-            "    P y;\n"
-            "#pragma unroll\n"
-            "    for (int i = 0; i < P::size; ++i) {\n"
-            "      y.v[i] = static_cast<scalar_t>(acc[i]);\n"
-            "    }\n"
-            "    out_n[p] = y;  // one 16-byte store\n"
-            "    }\n", cuda_only=True),
+            "      }\n    }\n" + _STORE3, "      }\n" + _STORE3 + "    }\n", cuda_only=True),
     Variant("vectorized-weight-by-lane", "weighs lane i by weight[i] instead of weight[k] (k and i mixed up)", _VCU,
             "        acc[i] += weight[k] * static_cast<opmath_t>(x.v[i]);",
             "        acc[i] += weight[i % 8] * static_cast<opmath_t>(x.v[i]);", cuda_only=True),
