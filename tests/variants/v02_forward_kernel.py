@@ -247,6 +247,20 @@ VARIANTS += [
 # Found by a red-team round on the CUDA exercises (the GPU-free judge grades them).
 _F_LOOP2 = "for (int64_t f = threadIdx.x; f < F; f += blockDim.x) {"
 _ACC2 = "acc += weight[k] * static_cast<opmath_t>(f_n[k * F + f]);"
+_UVW2 = ("  const opmath_t u = to_unit<opmath_t>(points[3 * n + 0]);\n"
+         "  const opmath_t v = to_unit<opmath_t>(points[3 * n + 1]);\n"
+         "  const opmath_t w = to_unit<opmath_t>(points[3 * n + 2]);\n")
+# The kernel's body after its cube index and bounds check, up to the end of the loop over f.
+_CUBE2 = ("  // The point is the same for every f: all threads of the row read the same\n"
+          "  // three values, which the hardware serves with one broadcast.\n" + _UVW2 +
+          "  opmath_t weight[8];\n#pragma unroll\n  for (int k = 0; k < 8; ++k) {\n"
+          "    weight[k] = corner_weight<opmath_t>(k, u, v, w);\n  }\n"
+          "  const scalar_t* f_n = feats + n * 8 * F;  // 64-bit offsets: N * 8 * F may exceed 2^31\n"
+          "  scalar_t* out_n = out + n * F;\n"
+          "  // F may be larger than the block is wide: step over f in strides of blockDim.x.\n"
+          "  for (int64_t f = threadIdx.x; f < F; f += blockDim.x) {\n    opmath_t acc = 0;\n#pragma unroll\n"
+          "    for (int k = 0; k < 8; ++k) {\n      " + _ACC2 + "\n    }\n"
+          "    out_n[f] = static_cast<scalar_t>(acc);\n  }\n")
 
 VARIANTS += [
     Variant("cuda-ldg-on-scalar", "reads feats through __ldg (the read-only cache, as tutorials do): nvcc has no "
@@ -262,12 +276,7 @@ VARIANTS += [
             "    opmath_t acc = 0;\n#pragma unroll", "    opmath_t acc;\n#pragma unroll", cuda_only=True),
     Variant("cuda-coordinates-in-storage-type", "u, v, w mapped to [0, 1] in scalar_t (half types round "
             "(x + 1) / 2 before the weights)", CU,
-            "  const opmath_t u = to_unit<opmath_t>(points[3 * n + 0]);\n"
-            "  const opmath_t v = to_unit<opmath_t>(points[3 * n + 1]);\n"
-            "  const opmath_t w = to_unit<opmath_t>(points[3 * n + 2]);\n",
-            "  const opmath_t u = to_unit<scalar_t>(points[3 * n + 0]);\n"
-            "  const opmath_t v = to_unit<scalar_t>(points[3 * n + 1]);\n"
-            "  const opmath_t w = to_unit<scalar_t>(points[3 * n + 2]);\n", cuda_only=True),
+            _UVW2, _UVW2.replace("to_unit<opmath_t>", "to_unit<scalar_t>"), cuda_only=True),
     Variant("launch-tx-not-warp-rounded", "tx = min(256, F): rows of F threads, not whole warps (F = 5: "
             "a block (5, 51), warps straddling cubes)", CU,
             "const int tx = static_cast<int>(std::min<int64_t>(256, (F + 31) / 32 * 32));",
@@ -286,51 +295,10 @@ VARIANTS += [
             cuda_only=True, correct=True),
 ]
 VARIANTS.append(Variant("cuda-cube-grid-stride", "a grid-stride loop over the cubes (n += gridDim.x * blockDim.y): "
-                 "with the design's grid every thread still takes one cube", CU,
-                 "  const int64_t n = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;\n"
-                 "  if (n >= N) {\n    return;  // the last block may have more rows of threads than cubes are left\n  }\n"
-                 "  // The point is the same for every f: all threads of the row read the same\n"
-                 "  // three values, which the hardware serves with one broadcast.\n"
-                 "  const opmath_t u = to_unit<opmath_t>(points[3 * n + 0]);\n"
-                 "  const opmath_t v = to_unit<opmath_t>(points[3 * n + 1]);\n"
-                 "  const opmath_t w = to_unit<opmath_t>(points[3 * n + 2]);\n"
-                 "  opmath_t weight[8];\n"
-                 "#pragma unroll\n"
-                 "  for (int k = 0; k < 8; ++k) {\n"
-                 "    weight[k] = corner_weight<opmath_t>(k, u, v, w);\n"
-                 "  }\n"
-                 "  const scalar_t* f_n = feats + n * 8 * F;  // 64-bit offsets: N * 8 * F may exceed 2^31\n"
-                 "  scalar_t* out_n = out + n * F;\n"
-                 "  // F may be larger than the block is wide: step over f in strides of blockDim.x.\n"
-                 "  for (int64_t f = threadIdx.x; f < F; f += blockDim.x) {\n"
-                 "    opmath_t acc = 0;\n"
-                 "#pragma unroll\n"
-                 "    for (int k = 0; k < 8; ++k) {\n"
-                 "      acc += weight[k] * static_cast<opmath_t>(f_n[k * F + f]);\n"
-                 "    }\n"
-                 "    out_n[f] = static_cast<scalar_t>(acc);\n"
-                 "  }\n"
-                 "  // END SOLUTION\n",
-                 "  for (int64_t n = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y; n < N;\n"
-                 "       n += static_cast<int64_t>(gridDim.x) * blockDim.y) {\n"
-                 "  const opmath_t u = to_unit<opmath_t>(points[3 * n + 0]);\n"
-                 "  const opmath_t v = to_unit<opmath_t>(points[3 * n + 1]);\n"
-                 "  const opmath_t w = to_unit<opmath_t>(points[3 * n + 2]);\n"
-                 "  opmath_t weight[8];\n"
-                 "#pragma unroll\n"
-                 "  for (int k = 0; k < 8; ++k) {\n"
-                 "    weight[k] = corner_weight<opmath_t>(k, u, v, w);\n"
-                 "  }\n"
-                 "  const scalar_t* f_n = feats + n * 8 * F;\n"
-                 "  scalar_t* out_n = out + n * F;\n"
-                 "  for (int64_t f = threadIdx.x; f < F; f += blockDim.x) {\n"
-                 "    opmath_t acc = 0;\n"
-                 "#pragma unroll\n"
-                 "    for (int k = 0; k < 8; ++k) {\n"
-                 "      acc += weight[k] * static_cast<opmath_t>(f_n[k * F + f]);\n"
-                 "    }\n"
-                 "    out_n[f] = static_cast<scalar_t>(acc);\n"
-                 "  }\n"
-                 "  }  // the loop over cubes\n"
-                 "  // END SOLUTION\n",
-                 cuda_only=True, correct=True))
+                        "with the design's grid every thread still takes one cube", CU,
+                        "  const int64_t n = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;\n"
+                        "  if (n >= N) {\n    return;  // the last block may have more rows of threads than cubes are "
+                        "left\n  }\n" + _CUBE2,
+                        "  for (int64_t n = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y; n < N;\n"
+                        "       n += static_cast<int64_t>(gridDim.x) * blockDim.y) {\n" + _CUBE2 +
+                        "  }  // the loop over cubes\n", cuda_only=True, correct=True))
