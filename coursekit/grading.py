@@ -488,7 +488,7 @@ def format_table(chapter: chapters.Chapter, verdicts: list[Verdict], verbose: bo
     for v in todo:
         out.append("")
         out.append(f"{v.exercise}: " + (f"failing test: {v.first}" if v.first else v.summary))
-        out += ["  " + ln for ln in (v.message if verbose else v.message[:6])]
+        out += ["  " + ln for ln in v.message]  # at most 12 lines, never cut mid-sentence (_message_lines)
     if verbose:
         for v in verdicts:
             if v.log:

@@ -236,6 +236,15 @@ def test_compile_message_is_the_first_error_whole():
     assert lines[0].startswith("ws/csrc/k.cu(49): error:") and "(const c10::Half *)" in lines[1], lines
 
 
+def test_report_shows_the_first_message_whole():
+    """The grade report prints a NOT YET exercise's first message in full (it is at most 12 wrapped
+    lines already), not its first 6 lines: a compiler's advice ends past the sixth."""
+    message = [f"line {i} of the advice" for i in range(9)]
+    report = grading.format_table(chapters.find("02"), [grading.Verdict("cuda-kernel", "NOT YET", "does not compile",
+                                                                        message=message)])
+    assert all(line in report for line in message), report
+
+
 # ---------------------------------------------------------------------------- advice sized to the error
 
 
