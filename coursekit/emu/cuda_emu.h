@@ -137,6 +137,7 @@ struct Fiber {
 struct Fault {
   bool set = false;
   std::string what;
+  std::string kind;  // the report's label, when not an out-of-bounds access ("a race: ")
 };
 
 struct Guarded {
@@ -318,6 +319,7 @@ inline void on_trap(int sig, siginfo_t*, void* uc) {
     if (w.previous == me) {
       if (s.one_store) {
         s.fault.set = true;
+        s.fault.kind = "a repeated store: ";
         s.fault.what = thread_text(me) + " writes " + w.buffer->name + " element " + std::to_string(w.index) +
                        " twice, in kernel " + s.kernel +
                        " (in this kernel's design each element is stored once, when its sum is complete: is the "
@@ -331,6 +333,7 @@ inline void on_trap(int sig, siginfo_t*, void* uc) {
     const bool same_block = w.previous / s.n == me / s.n, same_value = after == w.before;
     if (same_block && same_value && !s.one_store) continue;
     s.fault.set = true;
+    s.fault.kind = "a race: ";
     s.fault.what = "two threads write " + w.buffer->name + " element " + std::to_string(w.index) + ": " +
                    thread_text(w.previous) + ", then " + thread_text(me) + ", in kernel " + s.kernel +
                    (!same_block ? " (an element has one owner: does a loop step by blockDim where it should step "
@@ -838,10 +841,10 @@ inline void launch(const char* kernel, const Config& c, const std::function<void
           }
         }
         if (s.fault.set) {
-          const std::string what = s.fault.what;
+          const std::string what = (s.fault.kind.empty() ? "out-of-bounds access: " : s.fault.kind) + s.fault.what;
           s.fault = Fault{};
           s.armed = false;
-          throw std::runtime_error((what.rfind("two threads", 0) == 0 ? "a race: " : "out-of-bounds access: ") + what);
+          throw std::runtime_error(what);
         }
       }
     }
