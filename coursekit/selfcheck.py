@@ -117,7 +117,10 @@ def how_checked(chapter: chapters.Chapter, variant: exercises.Variant) -> str | 
 
 # What decides a GPU self-check case's outcome, for its record in a ledger (tests/test_graders.py,
 # COURSE_SELFCHECK_LEDGER): the variant, the chapter's sources and tests, and the grading code.
-_GRADING_CODE = ("build.py", "exercises.py", "grading.py", "nvcc_cache.py", "selfcheck.py", "toolkit.py")
+# The course's code that builds, grades or tests a case (the tests import testing.py and emulate.py;
+# emulate.py builds with the headers in emu/).
+_GRADING_CODE = ("build.py", "chapters.py", "emulate.py", "exercises.py", "grading.py", "nvcc_cache.py", "selfcheck.py",
+                 "testing.py", "toolkit.py")
 
 
 def case_key(chapter: chapters.Chapter, variant: exercises.Variant | None) -> str:
@@ -127,7 +130,8 @@ def case_key(chapter: chapters.Chapter, variant: exercises.Variant | None) -> st
     sources = [p for p in chapter.path.rglob("*") if p.is_file() and p.suffix in (".py", ".cpp", ".cu", ".cuh", ".h")
                and not any(part in ("build", "dist", "__pycache__") or part.endswith(".egg-info")  # not sources
                            for part in p.relative_to(chapter.path).parts)]
-    sources += [chapter.test_file, ROOT / "tests" / "conftest.py", *(ROOT / "coursekit" / f for f in _GRADING_CODE)]
+    sources += [chapter.test_file, ROOT / "tests" / "conftest.py", *(ROOT / "coursekit" / f for f in _GRADING_CODE),
+                *(p for p in (ROOT / "coursekit" / "emu").iterdir() if p.suffix in (".h", ".cpp"))]
     for path in sorted(sources):
         digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
