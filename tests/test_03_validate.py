@@ -686,12 +686,37 @@ def test_timer_ignores_outliers(stopwatch, clock):
 
 
 # On a GPU: torch.cuda._sleep(cycles) queues a kernel that spins for `cycles` clock ticks and
-# returns at once, like any launch. The tests measure how long a cycle takes first.
+# returns at once, like any launch. The tests measure how long a cycle takes first. A GPU's clock
+# moves with its load and temperature, so each sleep is also bracketed by CUDA events of its own:
+# a test compares a timer with what the GPU took (`took_ms`), not with what was asked.
+
+
+class GpuSleep:
+    """sleep(ms): queue about `ms` milliseconds of GPU work on the current stream, between two
+    events of its own (not inside a CUDA graph's capture)."""
+
+    def __init__(self, cycles_per_ms: float):
+        self.cycles_per_ms, self.spans = cycles_per_ms, []
+
+    def __call__(self, ms: float) -> None:
+        if torch.cuda.is_current_stream_capturing():
+            torch.cuda._sleep(int(ms * self.cycles_per_ms))
+            return
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        torch.cuda._sleep(int(ms * self.cycles_per_ms))
+        end.record()
+        self.spans.append((start, end))
+
+    def took_ms(self, last: int) -> float:
+        """The median of what the last `last` sleeps took on the GPU, in ms; forgets every sleep."""
+        torch.cuda.synchronize()
+        spans, self.spans = self.spans[-last:], []
+        return statistics.median(start.elapsed_time(end) for start, end in spans)
 
 
 @pytest.fixture(scope="module")
-def gpu_sleep():
-    """sleep(ms): queue about `ms` milliseconds of GPU work on the current stream."""
+def gpu_cycles_per_ms():
     if not torch.cuda.is_available():
         pytest.skip("needs a GPU")
     cycles, times = 20_000_000, []
@@ -703,8 +728,12 @@ def gpu_sleep():
         end.record()
         end.synchronize()
         times.append(start.elapsed_time(end))
-    per_ms = cycles / statistics.median(times)
-    return lambda ms: torch.cuda._sleep(int(ms * per_ms))
+    return cycles / statistics.median(times)
+
+
+@pytest.fixture
+def gpu_sleep(gpu_cycles_per_ms):
+    return GpuSleep(gpu_cycles_per_ms)
 
 
 @pytest.mark.cuda
@@ -716,9 +745,10 @@ def test_timer_cuda_waits_for_the_gpu(stopwatch, gpu_sleep, spelling):
     name = "cuda" if "N" not in spelling else f"cuda:{torch.cuda.current_device()}"
     device = torch.device(name) if spelling.startswith("torch.device") else name
     ms = timed(stopwatch, Script([8], gpu_sleep), device, 1, 5)
-    torch.cuda.synchronize()
-    assert 6.5 <= ms < 10, (f"timing 8 ms of GPU work gave {ms:.3g} ms: the events must bracket each call on the "
-                            f"stream it queues its work on, and be read once the GPU has reached them")
+    took = gpu_sleep.took_ms(last=5)
+    assert 0.8 * took <= ms < 1.25 * took, (
+        f"timing about 8 ms of GPU work ({took:.3g} ms a call by the GPU's own events) gave {ms:.3g} ms: the events "
+        f"must bracket each call on the stream it queues its work on, and be read once the GPU has reached them")
 
 
 @pytest.mark.cuda
@@ -729,8 +759,9 @@ def test_timer_cuda_on_a_side_stream(stopwatch, gpu_sleep):
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         ms = timed(stopwatch, Script([8], gpu_sleep), "cuda", 1, 5)
-    torch.cuda.synchronize()
-    assert 6.5 <= ms < 10, f"timing 8 ms of GPU work queued on a side stream gave {ms:.3g} ms"
+    took = gpu_sleep.took_ms(last=5)
+    assert 0.8 * took <= ms < 1.25 * took, (f"timing about 8 ms of GPU work queued on a side stream ({took:.3g} ms a "
+                                            f"call by the GPU's own events) gave {ms:.3g} ms")
 
 
 @pytest.mark.cuda
@@ -740,9 +771,10 @@ def test_timer_cuda_leaves_out_slow_warmup_calls(stopwatch, gpu_sleep, warmup, r
     """The warm-up calls queue 40 ms of GPU work each, the timed calls 4 ms: the warm-up work is
     still running when the first timed call is queued."""
     ms = timed(stopwatch, Script([40] * warmup + [4], gpu_sleep), "cuda", warmup, reps)
-    torch.cuda.synchronize()
-    assert 3.2 <= ms < 5.5, (f"warmup={warmup}, reps={reps}: warm-up calls of 40 ms and timed calls of 4 ms of GPU "
-                             f"work gave {ms:.3g} ms (warm-up work leaking into the first timed call?)")
+    took = gpu_sleep.took_ms(last=reps)
+    assert 0.8 * took <= ms < 1.375 * took, (
+        f"warmup={warmup}, reps={reps}: warm-up calls of 40 ms and timed calls of about 4 ms of GPU work ({took:.3g} ms "
+        f"by the GPU's own events) gave {ms:.3g} ms (warm-up work leaking into the first timed call?)")
 
 
 @pytest.mark.cuda
@@ -752,9 +784,10 @@ def test_timer_cuda_takes_the_median_of_exactly_the_timed_calls(stopwatch, gpu_s
     (one call too few gives 5.75 or 11.25 or more, one too many 11.25, the mean 11.7)."""
     fn = Script([40, 40, 15, 2, 30, 7.5, 4], gpu_sleep)
     ms = timed(stopwatch, fn, "cuda", 2, 5)
-    torch.cuda.synchronize()
+    took = gpu_sleep.took_ms(last=5)
     assert fn.calls == 7, f"expected 2 warm-up calls + 5 timed calls, got {fn.calls} calls"
-    assert 6.9 <= ms < 8.6, f"GPU calls of 15, 2, 30, 7.5 and 4 ms should give their median, 7.5 ms; got {ms:.3g} ms"
+    assert 0.92 * took <= ms < 1.147 * took, (f"GPU calls of about 15, 2, 30, 7.5 and 4 ms should give their median, "
+                                              f"{took:.3g} ms by the GPU's own events; got {ms:.3g} ms")
 
 
 @pytest.mark.cuda
@@ -970,9 +1003,10 @@ def test_profile_cuda_device_time_is_the_gpus(profiling, gpu_sleep):
     """One kernel of 5 ms of GPU work: device_us about 5000. The host only queues it: host_us is the
     launch, well under the 5 ms (a synchronize inside the host's time makes it 5 ms)."""
     p = profiled(profiling, lambda: gpu_sleep(5), "cuda")
-    torch.cuda.synchronize()
+    took = gpu_sleep.took_ms(last=1) * 1e3
     assert p.kernels == 1, f"one kernel, profile_call counted {p.kernels}"
-    assert 4_000 <= p.device_us < 6_500, f"5 ms of GPU work: device_us should be about 5000 µs, got {p.device_us:.0f}"
+    assert 0.8 * took <= p.device_us < 1.3 * took, (f"about 5 ms of GPU work ({took:.0f} µs by the GPU's own events): "
+                                                    f"device_us should be about that, got {p.device_us:.0f}")
     assert p.host_us < 1_000, (f"the call returns once its kernel is queued: host_us should be the launch (tens of µs), "
                                f"got {p.host_us:.0f} µs (a synchronize inside the call's host time, or the profiler's "
                                f"start-up: the first launch it watches is slow, so let its warm-up steps take it)")
@@ -988,10 +1022,11 @@ def test_profile_cuda_host_time_is_the_hosts(profiling, gpu_sleep):
         gpu_sleep(1)
 
     p = profiled(profiling, fn, "cuda")
-    torch.cuda.synchronize()
+    took = gpu_sleep.took_ms(last=1) * 1e3
     assert 20_000 <= p.host_us < 35_000, f"the call sleeps 20 ms on the host: host_us should be about 20000, got {p.host_us:.0f}"
-    assert 700 <= p.device_us < 1_600, (f"1 ms of GPU work: device_us should be about 1000 µs, got {p.device_us:.0f} "
-                                        f"(the wall time of the call used for the GPU's?)")
+    assert 0.7 * took <= p.device_us < 1.6 * took, (f"about 1 ms of GPU work ({took:.0f} µs by the GPU's own events): "
+                                                    f"device_us should be about that, got {p.device_us:.0f} "
+                                                    f"(the wall time of the call used for the GPU's?)")
 
 
 @pytest.mark.cuda
@@ -1041,11 +1076,11 @@ def test_profile_cuda_leaves_out_the_warmup(profiling, gpu_sleep, warmup):
 
     fn = Calls(*([cold] * warmup), lambda: gpu_sleep(2))
     p = profiled(profiling, fn, "cuda", warmup=warmup)
-    torch.cuda.synchronize()
+    took = gpu_sleep.took_ms(last=1) * 1e3
     assert fn.calls == warmup + 1, f"warmup={warmup}: expected {warmup} warm-up calls and 1 profiled call, got {fn.calls}"
-    assert p.kernels == 1 and 1_600 <= p.device_us < 2_600, (
-        f"warmup={warmup}: the profiled call runs one kernel of 2 ms; profile_call gave {p.kernels} kernels, "
-        f"{p.device_us:.0f} µs (warm-up work inside the profile?)")
+    assert p.kernels == 1 and 0.8 * took <= p.device_us < 1.3 * took, (
+        f"warmup={warmup}: the profiled call runs one kernel of about 2 ms ({took:.0f} µs by the GPU's own events); "
+        f"profile_call gave {p.kernels} kernels, {p.device_us:.0f} µs (warm-up work inside the profile?)")
 
 
 # ---------------------------------------------------------------------------------------
