@@ -388,8 +388,11 @@ def upsample_bilinear(
     if backward not in BACKWARDS:
         raise ValueError(f"upsample_bilinear: backward must be one of {BACKWARDS}, got {backward!r}")
     out_hw, scales = output_geometry(x.shape[2:], size, scale_factor, recompute_scale_factor)
-    if x.shape[0] * x.shape[1] * out_hw[0] * out_hw[1] > 2**63 - 1 or max(out_hw) > 2**63 - 1:  # 2**63 fits no traced int
-        raise ValueError(f"upsample_bilinear: an output of shape {[*x.shape[:2], *out_hw]} has more elements "
+    # 2**63 fits no traced int, and torch counts a tensor's bytes in int64 too
+    elements = x.shape[0] * x.shape[1] * out_hw[0] * out_hw[1]
+    if elements * x.element_size() > 2**63 - 1 or max(out_hw) > 2**63 - 1:
+        what = "elements" if elements > 2**63 - 1 or max(out_hw) > 2**63 - 1 else f"bytes ({x.dtype})"
+        raise ValueError(f"upsample_bilinear: an output of shape {[*x.shape[:2], *out_hw]} has more {what} "
                          "than an int64 can count")
     if mode != "half_pixel":
         scales = (None, None)  # align_corners ignores them in PyTorch; TensorFlow has none
