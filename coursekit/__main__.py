@@ -65,10 +65,11 @@ def cmd_test(args) -> int:
     return _pytest(["-m", "not graders", *args.pytest_args])
 
 
-def _prewarm_nvcc_cache() -> None:
+def _prewarm_nvcc_cache(numbers: list[str] | None = None) -> None:
     """On a GPU: every part builds each chapter's CUDA code once per variant, in a folder of its own.
     With an object cache (coursekit/nvcc_cache.py) filled from the solved chapters first, optimised
-    and -G (the memcheck tests), a variant compiles only the file it changes."""
+    and -G (the memcheck tests), a variant compiles only the file it changes. numbers: only these
+    chapters (a run of some chapters' parts)."""
     import torch
 
     if not torch.cuda.is_available():
@@ -78,8 +79,10 @@ def _prewarm_nvcc_cache() -> None:
 
     t0 = time.time()
     builds = []
-    for chapter in chapters.existing():
-        if not any(v.cuda_only for v in selfcheck.variants(chapter)) or not list((chapter.path / "csrc").glob("*.cu")):
+    warm = [c for c in chapters.existing() if any(v.cuda_only for v in selfcheck.variants(c))
+            and (numbers is None or c.number in numbers)]
+    for chapter in warm:
+        if not list((chapter.path / "csrc").glob("*.cu")):
             continue
         ws = selfcheck.solved_workspace(chapter, where=ROOT / ".build" / "selfcheck" / "prewarm" / chapter.number)
         for debug in (False, True):  # each in a process of its own: a process loads one build of a chapter
@@ -88,6 +91,45 @@ def _prewarm_nvcc_cache() -> None:
     if any(p.wait() for p in builds):
         print("[course] warning: a build to fill the nvcc object cache failed; the parts build without it", flush=True)
     print(f"[course] nvcc object cache ready ({time.time() - t0:.0f} s): {os.environ['COURSE_NVCC_CACHE']}", flush=True)
+    _prewarm_verdicts(warm)
+
+
+def _prewarm_verdicts(warm: list) -> None:
+    """On a GPU: the verdicts of each chapter's own exercises, before the parts start. A case grades
+    every exercise alone, and one that its wrong solution leaves untouched is graded on the chapter's
+    own code: the same tests and verdict in every case. The grader keeps such verdicts in
+    .build/grade/verdicts.json, but the parts start together and each would run those tests for its
+    first case. One process per exercise, each with a folder of its own (a process merges the file
+    when it ends), merged here."""
+    import json
+    from concurrent.futures import ThreadPoolExecutor
+
+    from . import grading, selfcheck
+
+    marker = "cuda" if selfcheck.CUDA_TESTS_ONLY else None  # as check_variant grades the untouched ones
+    t0 = time.time()
+    jobs = [(c, name) for c in warm for name in grading.exercise_names(c)]
+    root = ROOT / ".build" / "selfcheck" / "prewarm" / "grade"
+
+    def run(job):
+        chapter, name = job
+        where = root / f"{chapter.number}-{name}"
+        code = (f"from pathlib import Path; from coursekit import chapters, grading; "
+                f"grading.GRADE_ROOT = Path({str(where)!r}); "
+                f"grading.grade(chapters.find({chapter.number!r}), None, only=[{name!r}], marker={marker!r})")
+        subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True)
+        try:
+            return json.loads((where / "verdicts.json").read_text())
+        except (OSError, ValueError):
+            return {}
+
+    with ThreadPoolExecutor(max(2, (os.cpu_count() or 2) // 2)) as pool:
+        merged = {}
+        for verdicts in pool.map(run, jobs):
+            merged.update(verdicts)
+    grading._save_cache(grading.GRADE_ROOT / "verdicts.json", merged)
+    print(f"[course] verdicts of the chapters' own exercises ready ({time.time() - t0:.0f} s): {len(merged)} "
+          f"of {len(jobs)}", flush=True)
 
 
 def cmd_selfcheck(args) -> int:
