@@ -94,7 +94,7 @@ def _prewarm_nvcc_cache(numbers: list[str] | None = None) -> None:
     _prewarm_verdicts(warm)
 
 
-def _prewarm_verdicts(warm: list) -> None:
+def _prewarm_verdicts(warm: list, root: Path | None = None) -> None:
     """On a GPU: the verdicts of each chapter's own exercises, before the parts start. A case grades
     every exercise alone, and one that its wrong solution leaves untouched is graded on the chapter's
     own code: the same tests and verdict in every case. The grader keeps such verdicts in
@@ -109,7 +109,7 @@ def _prewarm_verdicts(warm: list) -> None:
     marker = "cuda" if selfcheck.CUDA_TESTS_ONLY else None  # as check_variant grades the untouched ones
     t0 = time.time()
     jobs = [(c, name) for c in warm for name in grading.exercise_names(c)]
-    root = ROOT / ".build" / "selfcheck" / "prewarm" / "grade"
+    root = root or ROOT / ".build" / "selfcheck" / "prewarm" / "grade"  # the per-exercise folders
 
     def run(job):
         chapter, name = job

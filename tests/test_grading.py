@@ -71,6 +71,21 @@ def test_ledger_key_names_the_case():
     assert key not in others and len(others) == 3
 
 
+def test_prewarmed_verdicts_are_the_ones_a_case_reads(monkeypatch, tmp_path):
+    """The GPU self-check grades each chapter's own exercises once before its parts start
+    (coursekit.__main__._prewarm_verdicts): a grade of the solution afterwards must find every
+    verdict in the cache, or the prewarm is silently wasted. Chapter 01 (quick), on this machine."""
+    from coursekit import __main__ as cli
+
+    monkeypatch.setattr(grading, "GRADE_ROOT", tmp_path / "grade")  # where a case reads them
+    chapter = chapters.find("01")
+    cli._prewarm_verdicts([chapter], root=tmp_path / "parts")
+    graded = []
+    verdicts = grading.grade(chapter, None, progress=graded.append, marker="cuda" if selfcheck.CUDA_TESTS_ONLY else None)
+    assert not graded, f"graded again after the prewarm: {graded}"
+    assert [v.status for v in verdicts] == ["PASS"] * len(grading.exercise_names(chapter))
+
+
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_lesson_does_not_print_the_solution(chapter):
     """No line of a solution (code, 25 characters or more) appears in the chapter's README."""
