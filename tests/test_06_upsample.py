@@ -698,7 +698,8 @@ def test_channels_last_gather_adds_in_nchw_order(up, device, mode):
 # between passes), downsampling that skips columns, and NaN, inf and -0 in the input.
 CPU_NHWC_SHAPES = [((1, 16, 3, 2), (40, 37)), ((2, 24, 5, 7), (11, 3)), ((1, 40, 4, 4), (2, 50)),
                    ((1, 33, 3, 40), (3, 20)), ((2, 64, 8, 8), (4, 4)), ((1, 16, 40, 3), (2, 7)),
-                   ((1, 12, 5, 6), (9, 4)), ((2, 5, 33, 6), (4, 13))]
+                   ((1, 12, 5, 6), (9, 4)), ((2, 5, 33, 6), (4, 13)), ((2, 3, 9, 10), (20, 23)),
+                   ((1, 7, 6, 5), (13, 11)), ((1, 2, 7, 9), (15, 4)), ((1, 3, 2, 5), (40, 11))]
 
 
 def same_bits_or_nan(out: torch.Tensor, expected: torch.Tensor, what: str) -> None:

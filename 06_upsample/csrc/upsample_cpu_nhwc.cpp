@@ -39,6 +39,7 @@ using torch::headeronly::Half;
 constexpr int kVectors = 2;    // vectors of channels per block
 constexpr int kGroup = 8;      // the most output rows the forward does together
 constexpr int kRowBlock = 16;  // grad_out rows whose weights the backward keeps at once
+constexpr int kTailLanes = 8;  // the lanes of gather_pixel's last vector
 constexpr int kNarrow = 8;     // fewer channels than this: the forward works on lines (forward_narrow_rows)
 
 // scalar_t -> opmath_t and back, one value.
@@ -518,9 +519,12 @@ struct ColumnRange {
 // then into grad_in (gi) at the end of the range along H, else into `partial`.
 // ROWS > 0: rb holds ROWS rows, CNT > 0: a range of CNT pixels (the loops
 // unroll); 0: rb.rows, col.count.
+// keep > 0 (P = 1): only the first `keep` lanes are a pixel's channels; the loads read past them
+// (gather_pixel checks that they stay inside the grad_out row), and only they are stored.
 template <int B, int P, int ROWS, int CNT, typename scalar_t, typename opmath_t>
 NHWC_INLINE void gather_vectors(scalar_t* gi, opmath_t* partial, bool start, bool last,
-                                const RowBlock<scalar_t, opmath_t>& rb, const ColumnRange<opmath_t>& col, int64_t C) {
+                                const RowBlock<scalar_t, opmath_t>& rb, const ColumnRange<opmath_t>& col, int64_t C,
+                                int keep = 0) {
   using V = typename Vec<opmath_t, B>::type;
   V acc[P];
   if (start) {
@@ -550,7 +554,17 @@ NHWC_INLINE void gather_vectors(scalar_t* gi, opmath_t* partial, bool start, boo
       acc[q] = acc[q] + rb.wy[r] * line[q];
     }
   }
-  if (last) {
+  if (keep > 0) {
+    opmath_t t[lanes<opmath_t, B>];
+    std::memcpy(t, &acc[0], sizeof t);
+    for (int i = 0; i < keep; ++i) {
+      if (last) {
+        gi[i] = round_to<scalar_t>(t[i]);
+      } else {
+        partial[i] = t[i];
+      }
+    }
+  } else if (last) {
     store_block<B, P, opmath_t>(gi, acc);
   } else {
     store_block<B, P, opmath_t>(partial, acc);
@@ -558,10 +572,14 @@ NHWC_INLINE void gather_vectors(scalar_t* gi, opmath_t* partial, bool start, boo
 }
 
 // All C channels of one input pixel: gather_vectors over blocks of kVectors
-// vectors, then of one vector, then one channel at a time.
+// vectors, then of one vector, then the channels left (1 to 3 of float or
+// bfloat16, 1 to 7 of float16 with AVX2) in one more vector whose extra lanes
+// are read and dropped, where those reads stay inside the grad_out row
+// (row_values: its length), else one channel at a time.
 template <int B, int ROWS, int CNT, typename scalar_t, typename opmath_t>
 NHWC_INLINE void gather_pixel(scalar_t* gi, opmath_t* partial, bool start, bool last,
-                              const RowBlock<scalar_t, opmath_t>& rb, ColumnRange<opmath_t> col, int64_t C) {
+                              const RowBlock<scalar_t, opmath_t>& rb, ColumnRange<opmath_t> col, int64_t C,
+                              int64_t row_values) {
   constexpr int L = lanes<opmath_t, B>, P = kVectors;
   int64_t c = 0;
   for (; c + P * L <= C; c += P * L, col.at += P * L) {
@@ -570,10 +588,23 @@ NHWC_INLINE void gather_pixel(scalar_t* gi, opmath_t* partial, bool start, bool 
   for (; c + L <= C; c += L, col.at += L) {
     gather_vectors<B, 1, ROWS, CNT>(gi + c, partial ? partial + c : nullptr, start, last, rb, col, C);
   }
-  if constexpr (B > kBaseBytes) {  // a half-width vector: the last 4 channels of float (of 12, say) in one
+  // float16 with AVX2: the channels left go to the 8-lane tail below (F16C converts 8 at a time; a
+  // 16-byte vector of it would convert one value at a time)
+  constexpr bool kHalfAvx2 = B == 32 && std::is_same_v<scalar_t, Half>;
+  if constexpr (B > kBaseBytes && !kHalfAvx2) {  // a half-width vector: the last 4 channels of float (of 12, say) in one
     constexpr int H = lanes<opmath_t, kBaseBytes>;
     for (; c + H <= C; c += H, col.at += H) {
       gather_vectors<kBaseBytes, 1, ROWS, CNT>(gi + c, partial ? partial + c : nullptr, start, last, rb, col, C);
+    }
+  }
+  constexpr int T = kHalfAvx2 ? B : B > kBaseBytes ? kBaseBytes : B;  // 0: no vectors
+  if constexpr (T > 0 && std::is_same_v<opmath_t, float> && (kHalfAvx2 || !std::is_same_v<scalar_t, Half>)) {
+    // (float and bfloat16: a pixel of one term, as in a downscale, is done sooner one channel at a time)
+    if (c < C && (kHalfAvx2 || rb.rows * col.count > 1) &&
+        col.at + (col.count - 1) * C + lanes<opmath_t, T> <= row_values) {
+      gather_vectors<T, 1, ROWS, CNT>(gi + c, partial ? partial + c : nullptr, start, last, rb, col, C,
+                                      static_cast<int>(C - c));
+      return;
     }
   }
   for (; c < C; ++c, ++col.at) {
@@ -587,7 +618,7 @@ NHWC_INLINE void gather_pixel(scalar_t* gi, opmath_t* partial, bool start, bool 
 template <int B, int ROWS, typename scalar_t, typename opmath_t>
 NHWC_INLINE void gather_pixels(scalar_t* gi_row, std::vector<opmath_t>& partial, bool start, bool last,
                                const std::vector<int64_t>* read, const RowBlock<scalar_t, opmath_t>& rb,
-                               const GatherTable<opmath_t>& cols, int64_t C) {
+                               const GatherTable<opmath_t>& cols, int64_t C, int64_t row_values) {
   const int64_t n = read != nullptr ? static_cast<int64_t>(read->size()) : cols.size();
   for (int64_t i = 0; i < n; ++i) {
     int64_t k = read != nullptr ? (*read)[i] : i;
@@ -611,19 +642,19 @@ NHWC_INLINE void gather_pixels(scalar_t* gi_row, std::vector<opmath_t>& partial,
                                     cols.begin[k]};
     switch (kUnrolled<B, scalar_t> && col.wx != nullptr ? col.count : -1) {
       case 1:
-        gather_pixel<B, ROWS, 1>(gi, part, start, last, rb, col, C);
+        gather_pixel<B, ROWS, 1>(gi, part, start, last, rb, col, C, row_values);
         break;
       case 2:
-        gather_pixel<B, ROWS, 2>(gi, part, start, last, rb, col, C);
+        gather_pixel<B, ROWS, 2>(gi, part, start, last, rb, col, C, row_values);
         break;
       case 3:
-        gather_pixel<B, ROWS, 3>(gi, part, start, last, rb, col, C);
+        gather_pixel<B, ROWS, 3>(gi, part, start, last, rb, col, C, row_values);
         break;
       case 4:
-        gather_pixel<B, ROWS, 4>(gi, part, start, last, rb, col, C);
+        gather_pixel<B, ROWS, 4>(gi, part, start, last, rb, col, C, row_values);
         break;
       default:
-        gather_pixel<B, ROWS, 0>(gi, part, start, last, rb, col, C);
+        gather_pixel<B, ROWS, 0>(gi, part, start, last, rb, col, C, row_values);
     }
   }
 }
@@ -661,17 +692,17 @@ NHWC_INLINE void run_rows(const GatherPlan<scalar_t>& p, int64_t begin, int64_t 
       }
       const bool start = d0 == first, last = stop - d0 <= kRowBlock;
       if (!last && partial.empty()) {
-        partial.resize(length);
+        partial.resize(length + kTailLanes);  // + the lanes a pixel's last vector reads past it
       }
       if (read != nullptr && start) {
         std::fill(gi_row, gi_row + length, round_to<scalar_t>(opmath_t(0)));
       }
       switch (kUnrolled<B, scalar_t> ? rb.rows : 0) {
         case 1:
-          gather_pixels<B, 1>(gi_row, partial, start, last, read, rb, cols, C);
+          gather_pixels<B, 1>(gi_row, partial, start, last, read, rb, cols, C, g.W_out * C);
           break;
         default:
-          gather_pixels<B, 0>(gi_row, partial, start, last, read, rb, cols, C);
+          gather_pixels<B, 0>(gi_row, partial, start, last, read, rb, cols, C, g.W_out * C);
       }
     }
   }
