@@ -190,6 +190,9 @@ VARIANTS += [
             "      static thread_local opmath_t weight[8];\n      if (n == begin) for (int k = 0; k < 8; ++k) {\n        weight[k] = corner_weight<opmath_t>(k, u, v, w);\n      }"),
 ]
 
+# The launch code's row width, which the launch variants change
+_TX = "const int tx = static_cast<int>(std::min<int64_t>(256, (F + 31) / 32 * 32));"
+
 # Found by a red-team round of the GPU-free judge (coursekit/emulate.py): mistakes in the exercise
 # cuda-kernel, and two correct solutions written otherwise.
 VARIANTS += [
@@ -216,7 +219,7 @@ VARIANTS += [
             "for (int64_t f = threadIdx.x; f < F; f += blockDim.x * gridDim.x) {", cuda_only=True),
     Variant("launch-tx-uncapped", "rounds F up to a multiple of 32 but forgets the cap at 256: for F > 256, "
             "ty = 256 / tx is 0, an invalid launch", CU,
-            "const int tx = static_cast<int>(std::min<int64_t>(256, (F + 31) / 32 * 32));",
+            _TX,
             "const int tx = static_cast<int>((F + 31) / 32 * 32);", cuda_only=True),
     Variant("launch-blocks-one-cube-per-thread", "counts the blocks as if each thread took one cube, "
             "ceil(N / 256): a block takes only ty cubes, so the last cubes get no block", CU,
@@ -226,7 +229,7 @@ VARIANTS += [
             "const dim3 block(tx, ty);", "const dim3 block(ty, tx);", cuda_only=True),
     Variant("launch-tx-in-warps", "tx counts warps, not threads ((F + 31) / 32): every f still covered by the "
             "loop, by rows of 1 to 8 threads", CU,
-            "const int tx = static_cast<int>(std::min<int64_t>(256, (F + 31) / 32 * 32));",
+            _TX,
             "const int tx = static_cast<int>(std::min<int64_t>(256, (F + 31) / 32));", cuda_only=True),
     Variant("launch-fixed-block", "a fixed (32, 8) block whatever F: a warp along f, 8 cubes per block, while the "
             "grid still counts ty = 256 / tx cubes per block (right values for F up to 32 only by luck of the "
@@ -234,7 +237,7 @@ VARIANTS += [
             "const dim3 block(tx, ty);", "const dim3 block(32, 8);", cuda_only=True),
     Variant("launch-cap-before-rounding", "caps F at 256 first, then rounds up to a warp: the same tx, "
             "since 256 is a multiple of 32", CU,
-            "const int tx = static_cast<int>(std::min<int64_t>(256, (F + 31) / 32 * 32));",
+            _TX,
             "const int tx = static_cast<int>((std::min<int64_t>(F, 256) + 31) / 32 * 32);",
             cuda_only=True, correct=True),
     Variant("cuda-weights-per-feature", "computes corner_weight inside the loop over f instead of once per cube: "
@@ -279,7 +282,7 @@ VARIANTS += [
             _UVW2, _UVW2.replace("to_unit<opmath_t>", "to_unit<scalar_t>"), cuda_only=True),
     Variant("launch-tx-not-warp-rounded", "tx = min(256, F): rows of F threads, not whole warps (F = 5: "
             "a block (5, 51), warps straddling cubes)", CU,
-            "const int tx = static_cast<int>(std::min<int64_t>(256, (F + 31) / 32 * 32));",
+            _TX,
             "const int tx = static_cast<int>(std::min<int64_t>(256, F));", cuda_only=True),
     Variant("cuda-out-row-stride-block-width", "row n of out taken at n * blockDim.x (the row of threads) "
             "instead of n * F", CU,
