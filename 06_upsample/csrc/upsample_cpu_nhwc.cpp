@@ -574,8 +574,6 @@ NHWC_INLINE void gather_vectors(scalar_t* gi, opmath_t* partial, bool start, boo
     }
   }
   if (keep > 0) {
-    opmath_t t[lanes<opmath_t, B>];
-    std::memcpy(t, &acc[0], sizeof t);
     if (last && B == 32 && std::is_same_v<scalar_t, Half>) {  // F16C rounds the vector: the first `keep` copied
       scalar_t h[lanes<opmath_t, B>];
       vstore<B, opmath_t>(h, acc[0]);
@@ -584,6 +582,8 @@ NHWC_INLINE void gather_vectors(scalar_t* gi, opmath_t* partial, bool start, boo
       }
       return;
     }
+    opmath_t t[lanes<opmath_t, B>];
+    std::memcpy(t, &acc[0], sizeof t);
     for (int i = 0; i < keep; ++i) {
       if (last) {
         gi[i] = round_to<scalar_t>(t[i]);
