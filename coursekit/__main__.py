@@ -124,14 +124,19 @@ def _prewarm_verdicts(warm: list, root: Path | None = None) -> None:
             return {}
 
     with ThreadPoolExecutor(max(2, (os.cpu_count() or 2) // 2)) as pool:
-        merged = {}
-        for verdicts in pool.map(run, jobs):
+        merged, others = {}, []
+        for (chapter, name), verdicts in zip(jobs, pool.map(run, jobs)):
             # PASS only: a solution's exercise that failed once (a timing test on a busy GPU) is graded
             # again by each case, not reported as every case's misplaced NOT YET
-            merged.update({key: v for key, v in verdicts.items() if v.get("status") == "PASS"})
+            passed = {key: v for key, v in verdicts.items() if v.get("status") == "PASS"}
+            merged.update(passed)
+            if not passed:
+                got = "; ".join(f"{v.get('status')} ({v.get('summary', '')})" for v in verdicts.values()
+                                if "status" in v) or "no verdict"
+                others.append(f"{chapter.number} {name}: {got}")
     grading._save_cache(grading.GRADE_ROOT / "verdicts.json", merged)
     print(f"[course] verdicts of the chapters' own exercises ready ({time.time() - t0:.0f} s): {len(merged)} "
-          f"of {len(jobs)}", flush=True)
+          f"of {len(jobs)}" + "".join(f"\n  graded again by each case: {o}" for o in others), flush=True)
 
 
 def cmd_selfcheck(args) -> int:

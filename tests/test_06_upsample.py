@@ -262,6 +262,270 @@ def check_backward_sums(device, dtype, shape, size, mode, method):
 
 
 # ----------------------------------------------------------------------------
+# The ladder (not graded): the table's choice and every rung against the reference. First in the
+# file: a kernel of the ladder that is wrong fails here, before the long tests of the exercises.
+
+# The dispatch table's names (csrc/dispatch.cu) and the CUDA kernel each one launches.
+KERNEL_SYMBOLS = {
+    "forward_naive": "forward_naive_kernel", "forward_rows": "forward_kernel", "forward_halve": "forward_kernel",
+    "forward_double": "forward_kernel", "forward_nhwc": "forward_nhwc_kernel",
+    "forward_nhwc_packs": "forward_nhwc_kernel", "forward_nhwc_rgb_x2": "forward_rgb_twice_kernel",
+    "scatter": "scatter_kernel", "scatter_nhwc": "scatter_nhwc_kernel", "gather_plain": "gather_plain_kernel",
+    "gather_planes": "gather_kernel", "gather_column_packs": "gather_kernel", "gather_x2": "gather_times_kernel",
+    "gather_x4": "gather_times_kernel", "gather_halve": "gather_halve_kernel", "gather_nhwc": "gather_nhwc_kernel",
+    "gather_nhwc_rgb_x2": "gather_times_kernel", "gather_nhwc_x2": "gather_twice_nhwc_kernel",
+    "gather_nhwc_x2_tile": "gather_twice_nhwc_tile_kernel",
+}
+EXACT_GATHERS = {"gather_x2", "gather_x4", "gather_halve", "gather_nhwc_rgb_x2", "gather_nhwc_x2",
+                 "gather_nhwc_x2_tile"}
+
+
+def kernel_table() -> list[tuple[str, str, str, str]]:
+    """(name, direction, auto or ladder, condition): the rows of csrc/dispatch.cu's table, in order."""
+    text = torch.ops.ch06._upsample_bilinear2d_kernel_table(torch.empty(0))
+    return [tuple(line.split("|")) for line in text.splitlines()]
+
+
+# One case per row of the table: (what, tensor maker, size, mode, direction, method, the kernel expected).
+def _nchw(*shape, dtype=torch.float32):
+    return lambda: torch.randn(*shape, device="cuda", dtype=dtype)
+
+
+def _nhwc(*shape, dtype=torch.float32):
+    return lambda: torch.randn(*shape, device="cuda", dtype=dtype).contiguous(memory_format=torch.channels_last)
+
+
+TABLE_CASES = [
+    ("x2 float32", _nchw(1, 4, 16, 16), (32, 32), "half_pixel", "forward", "gather", "forward_double"),
+    ("x0.5 bfloat16", _nchw(1, 4, 32, 32, dtype=torch.bfloat16), (16, 16), "tf_legacy", "forward", "gather",
+     "forward_halve"),
+    ("x1.5", _nchw(1, 4, 16, 16), (24, 24), "half_pixel", "forward", "gather", "forward_rows"),
+    ("x2 align_corners", _nchw(1, 4, 16, 16), (32, 32), "align_corners", "forward", "gather", "forward_rows"),
+    ("channels-last C 16", _nhwc(1, 16, 8, 8), (16, 16), "half_pixel", "forward", "gather", "forward_nhwc_packs"),
+    ("channels-last C 5", _nhwc(1, 5, 8, 8), (16, 16), "half_pixel", "forward", "gather", "forward_nhwc"),
+    ("channels-last RGB x2", _nhwc(1, 3, 8, 8), (16, 16), "half_pixel", "forward", "gather", "forward_nhwc_rgb_x2"),
+    ("channels-last RGB x2 float64", _nhwc(1, 3, 8, 8, dtype=torch.float64), (16, 16), "half_pixel", "forward",
+     "gather", "forward_nhwc"),
+    ("scatter", _nchw(1, 4, 32, 32), (16, 16), "half_pixel", "backward", "scatter", "scatter"),
+    ("scatter channels-last", _nhwc(1, 4, 32, 32), (16, 16), "half_pixel", "backward", "scatter", "scatter_nhwc"),
+    ("x2 float32", _nchw(1, 4, 32, 32), (16, 16), "half_pixel", "backward", "gather", "gather_x2"),
+    ("x2 W, x1.5 H", _nchw(1, 4, 24, 32), (16, 16), "half_pixel", "backward", "gather", "gather_x2"),
+    ("x2 float64", _nchw(1, 4, 32, 32, dtype=torch.float64), (16, 16), "half_pixel", "backward", "gather",
+     "gather_planes"),
+    ("x4 bfloat16", _nchw(1, 4, 64, 64, dtype=torch.bfloat16), (16, 16), "half_pixel", "backward", "gather",
+     "gather_x4"),
+    ("x0.5", _nchw(1, 4, 16, 16), (32, 32), "tf_legacy", "backward", "gather", "gather_halve"),
+    ("x4 align_corners", _nchw(1, 4, 64, 64), (16, 16), "align_corners", "backward", "gather",
+     "gather_column_packs"),
+    ("x4 align_corners bfloat16", _nchw(1, 4, 64, 64, dtype=torch.bfloat16), (16, 16), "align_corners", "backward",
+     "gather", "gather_planes"),
+    ("x3", _nchw(1, 4, 48, 48), (16, 16), "half_pixel", "backward", "gather", "gather_planes"),
+    ("x1.5", _nchw(1, 4, 24, 24), (16, 16), "half_pixel", "backward", "gather", "gather_planes"),
+    ("channels-last C 16 x2", _nhwc(1, 16, 32, 32), (16, 16), "half_pixel", "backward", "gather",
+     "gather_nhwc_x2_tile"),
+    ("channels-last C 16 x2 W only", _nhwc(1, 16, 24, 32), (16, 16), "half_pixel", "backward", "gather",
+     "gather_nhwc_x2"),
+    ("channels-last RGB x2", _nhwc(1, 3, 32, 32), (16, 16), "half_pixel", "backward", "gather",
+     "gather_nhwc_rgb_x2"),
+    ("channels-last C 5", _nhwc(1, 5, 32, 32), (16, 16), "half_pixel", "backward", "gather", "gather_nhwc"),
+]
+
+
+@pytest.mark.cuda
+def test_dispatch_table_cuda(up, device):
+    """The table picks each automatic kernel for its case; every automatic row has a case here."""
+    if device != "cuda":
+        pytest.skip("needs the CUDA build")
+    rows = kernel_table()
+    assert {name for name, *_ in rows} == set(KERNEL_SYMBOLS), "the table's kernels changed: update KERNEL_SYMBOLS"
+    auto = {name for name, _, how, _ in rows if how == "auto"}
+    assert auto <= {case[-1] for case in TABLE_CASES}, f"rows without a case: {auto - {c[-1] for c in TABLE_CASES}}"
+    for what, make, size, mode, direction, method, expected in TABLE_CASES:
+        t = make()
+        got = kernel_name(t, size, mode, direction, method)
+        assert got == expected, f"{direction} {what} {list(t.shape)} -> {list(size)}, {mode}: the table picks {got}"
+        run = (lambda: op(t, list(size), mode)) if direction == "forward" else (
+            lambda: bw(t, list(size), mode, method))
+        names = cuda_kernels(run)
+        assert any(KERNEL_SYMBOLS[got] in k for k in names), f"{direction} {what}: {got}, but launched {names}"
+    assert kernel_name(torch.randn(1, 1, 4, 4), (8, 8), "half_pixel") == "cpu"
+
+
+# Every rung of the ladder, forced by name, on every case it applies to, against the reference.
+RUNG_CASES = [((2, 3, 9, 13), (17, 26)), ((1, 4, 16, 16), (32, 32)), ((1, 4, 32, 32), (16, 16)),
+              ((1, 16, 16, 16), (32, 32)), ((1, 16, 17, 24), (34, 48)), ((1, 8, 16, 16), (64, 64)),
+              ((1, 3, 8, 16), (16, 32)), ((1, 16, 12, 16), (17, 32)), ((2, 5, 7, 9), (3, 4))]
+
+
+def every_rung_emulated(chapter_source) -> None:
+    """test_every_rung_emulated's body, run in a process of its own (see there)."""
+    import sys
+
+    from coursekit import emulate
+    module = emulate.build("06-ladder", chapter_source)
+    rows = [line.split("|") for line in module.kernel_table().splitlines()]
+    ran = set()
+    for name, direction, _, _ in rows:
+        for shape, size in RUNG_CASES:
+            for layout in (torch.contiguous_format, torch.channels_last):
+                for dtype in (torch.float32, torch.bfloat16):
+                    for mode in ("half_pixel", "align_corners"):
+                        forward = direction == "forward"
+                        t = torch.randn(shape if forward else shape[:2] + size, dtype=dtype)
+                        t = t.contiguous(memory_format=layout)
+                        target = size if forward else shape[2:]
+                        method = "scatter" if name.startswith("scatter") else "gather"
+                        what = f"rung {name} (emulated), {mode}, {dtype}, {list(t.shape)} -> {list(target)}, {layout}"
+                        print(what, file=sys.stderr, flush=True)  # the last line names the case if the process dies
+                        try:
+                            got = module.run(t, list(target), EMULATED_MODES[mode], forward, method, name, False, 1)
+                        except RuntimeError as e:
+                            assert "does not apply" in str(e), f"rung {name}, emulated: {e}"
+                            continue
+                        ran.add(name)
+                        ref = ref_forward(t, size, mode) if forward else ref_backward(t, shape[2:], mode)
+                        check(got, ref, what)
+    assert ran == {name for name, *_ in rows}, f"rungs that no case reached: {sorted({r[0] for r in rows} - ran)}"
+
+
+# The table's choice, as the op makes it (kernel ""), on cases at the edges of every automatic
+# row's condition: exact x0.5, x2 and x4 along W, with widths that are and are not multiples of a
+# pack; scale factors whose ratio is exact while the sizes are not (scale_factor=0.5 on an odd
+# width); 3 channels and a multiple of a pack in channels-last; wide windows (float32 column
+# packs); every mode (tf_legacy's taps at x2 are not half_pixel's). Each tensor once at the end of
+# its pages (a load past a row's end on the last row faults; the start is then only as aligned as
+# the size makes it), once at their start, and once with the input one element past a 16-byte
+# boundary (a view: a vector path taken then reads a misaligned pack, which the judge stops).
+DISPATCH_CASES = [((1, 2, 6, 32), (3, 16), None), ((1, 2, 6, 33), (3, 16), (0.5, 0.5)),
+                  ((1, 2, 5, 16), (10, 32), None), ((1, 2, 5, 12), (10, 24), None),
+                  ((1, 2, 4, 16), (8, 64), None), ((1, 3, 5, 16), (10, 32), None), ((1, 3, 5, 13), (10, 26), None),
+                  ((1, 8, 4, 8), (8, 16), None), ((1, 8, 4, 8), (5, 16), None), ((1, 16, 3, 8), (6, 16), None),
+                  ((2, 5, 7, 9), (3, 4), None), ((1, 4, 3, 40), (5, 4), None)]
+
+
+def dispatch_emulated(chapter_source) -> None:
+    """test_dispatch_emulated's body, run in a process of its own."""
+    import sys
+
+    from coursekit import emulate
+    module = emulate.build("06-ladder", chapter_source)
+    for shape, size, scales in DISPATCH_CASES:
+        for mode in MODES:
+            sc = scales if scales is not None and mode == "half_pixel" else (None, None)
+            for layout in (torch.contiguous_format, torch.channels_last):
+                for dtype, at_end, offset in ((torch.float32, True, 0), (torch.bfloat16, True, 0),
+                                              (torch.float32, False, 0), (torch.bfloat16, False, 1)):
+                    where = ("at the end of its pages" if at_end else "at the start of its pages") + (
+                        ", the input one element past a 16-byte boundary" if offset else "")
+                    for forward in (True, False):
+                        t = torch.randn(shape if forward else shape[:2] + size, dtype=dtype)
+                        t = t.contiguous(memory_format=layout)
+                        target = size if forward else shape[2:]
+                        what = (f"the table's {'forward' if forward else 'gather'} (emulated), {mode}, {dtype}, "
+                                f"{list(t.shape)} -> {list(target)}, scales {sc}, {layout}, each tensor {where}")
+                        print(f"rung {what}", file=sys.stderr, flush=True)
+                        got = module.run(t, list(target), EMULATED_MODES[mode], forward, "gather", "", at_end, 1,
+                                         sc[0], sc[1], offset)
+                        ref = ref_forward(t, size, mode, sc) if forward else ref_backward(t, shape[2:], mode, sc)
+                        check(got, ref, what)
+    # the gathers' windows: no column outside a range is read; the last case is exact x2 along W only
+    # (x0.5 along H; channels-last: gather_nhwc_x2, where the tile takes x2 on both axes)
+    for mode, shape, size in NONFINITE_CASES + [("half_pixel", (1, 16, 8, 6), (4, 12))]:
+        base = nonfinite_grad_out(*shape[:2], size, torch.float32)
+        ref = torch.ops.aten.upsample_bilinear2d_backward(base, list(size), list(shape), mode == "align_corners",
+                                                         None, None)
+        for layout in (torch.contiguous_format, torch.channels_last):
+            what = f"the table's gather (emulated), {mode}, grad_out {list(base.shape)} with NaN and inf, {layout}"
+            print(f"rung {what}", file=sys.stderr, flush=True)
+            got = module.run(base.float().contiguous(memory_format=layout), list(shape[2:]), EMULATED_MODES[mode],
+                             False, "gather", "", True, 1).double()
+            for name, mask in NONFINITE_MASKS:
+                wrong = (mask(got) != mask(ref)).nonzero().tolist()
+                assert not wrong, (f"{what}: {len(wrong)} elements where {name} should"
+                                   f"{' not' if not mask(ref)[tuple(wrong[0])] else ''} be, first at (n, c, h, w) = "
+                                   f"{tuple(wrong[0])}: got {got[tuple(wrong[0])].item()}, expected "
+                                   f"{ref[tuple(wrong[0])].item()} (a column of weight 0 still added: 0 * inf is NaN)")
+
+
+def run_emulated_apart(chapter_source, body: str, what: str, env: dict | None = None) -> None:
+    """Run this module's function `body` in a process of its own (with `env` added to its
+    environment): a crash of the judge then fails the test, naming the last case it printed,
+    instead of ending the test run."""
+    import os
+    import subprocess
+    import sys
+
+    code = (f"import sys; sys.path[:0] = [{str(Path(__file__).parent)!r}]\n"
+            f"import test_06_upsample as t; t.{body}({str(chapter_source)!r})")
+    r = subprocess.run([sys.executable, "-X", "faulthandler", "-c", code], capture_output=True, text=True,
+                       env={**os.environ, **(env or {})})
+    lines = r.stderr.strip().splitlines()
+    last_case = next((ln for ln in reversed(lines) if ln.startswith("rung ")), "before the first case")
+    problems = [ln for ln in lines if not ln.startswith("rung ")]
+    shown = problems if len(problems) <= 40 else problems[:28] + ["..."] + problems[-10:]  # the native stack's top
+    assert r.returncode == 0, (f"{what} ended with exit code {r.returncode} at {last_case}:\n" + "\n".join(shown))
+
+
+def test_every_rung_emulated(chapter_source):
+    """Every rung on the CPU, without a GPU: 06_upsample/ladder.py's check through the GPU-free judge
+    (coursekit/emulate.py: the chapter's CUDA files compiled for the CPU, run thread by thread, with
+    warp shuffles, shared memory and atomics), each rung on every small case it applies to, both
+    layouts, float32 and bfloat16, against the float64 reference; every rung must run. In a process
+    of its own: a crash of the judge fails this test (naming the case) instead of the test run."""
+    run_emulated_apart(chapter_source, "every_rung_emulated", "the emulated ladder")
+
+
+@pytest.mark.parametrize("sms", ["1", "0"], ids=["one-SM", "SMs-unknown"])
+def test_dispatch_emulated(chapter_source, sms):
+    """The kernel the table picks, on the CPU through the GPU-free judge: DISPATCH_CASES in every
+    mode and layout, each tensor placed at the end and at the start of its guarded pages, against
+    the float64 reference; and the gathers with NaN and inf in grad_out, which reach exactly the
+    inputs whose ranges hold them (a window that sums a column outside its range meets one).
+    Twice: on a GPU of one SM, where these small launches take less work per thread to fill it,
+    and on one whose SM count is unknown, where every launch keeps its usual work per thread."""
+    run_emulated_apart(chapter_source, "dispatch_emulated", f"the emulated dispatch ({sms} SMs)",
+                       {"COURSE_EMU_SMS": sms})
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("mode", MODES)
+def test_every_rung_cuda(up, device, dtype, mode):
+    if device != "cuda":
+        pytest.skip("needs the CUDA build")
+    ran = set()
+    for name, direction, _, when in kernel_table():
+        for shape, size in RUNG_CASES:
+            for layout in (torch.contiguous_format, torch.channels_last):
+                if direction == "forward":
+                    t = torch.randn(shape, device="cuda", dtype=dtype).contiguous(memory_format=layout)
+                    args, ref = (t, list(size), mode, name), ref_forward(t, size, mode)
+                    fn = torch.ops.ch06._upsample_bilinear2d_rung
+                else:
+                    t = torch.randn(shape[:2] + size, device="cuda", dtype=dtype).contiguous(memory_format=layout)
+                    args, ref = (t, list(shape[2:]), mode, name), ref_backward(t, shape[2:], mode)
+                    fn = torch.ops.ch06._upsample_bilinear2d_backward_rung
+                try:
+                    with poisoned_empty():
+                        got = fn(*args)
+                except RuntimeError as e:
+                    assert "does not apply" in str(e), f"{name}: {e}"
+                    continue
+                ran.add(name)
+                check(got, ref, f"rung {name}, {mode}, {list(t.shape)}, {layout}")
+    if dtype == torch.float32 and mode == "half_pixel":
+        assert ran == {name for name, *_ in kernel_table()}, f"rungs never run: {set(KERNEL_SYMBOLS) - ran}"
+
+
+def cuda_kernels(fn) -> list[str]:
+    """The names of the CUDA kernels that fn() launches."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+
+
+# ----------------------------------------------------------------------------
 # source-coordinate: the forward, in every convention and with every argument.
 
 
@@ -1489,266 +1753,6 @@ EXACT_CASES = ([("x2", "NCHW", s, o) for s, o in TWICE_SHAPES] + [("x4", "NCHW",
                + [("x2", "channels_last", s, o) for s, o in NHWC_TWICE_SHAPES + RGB_TWICE_SHAPES])
 EXACT_IDS = [f"{r}-{l}-{i}" for (r, l, _, _), i in
              zip(EXACT_CASES, channel_shape_ids([(s, o) for _, _, s, o in EXACT_CASES]))]
-
-
-# The dispatch table's names (csrc/dispatch.cu) and the CUDA kernel each one launches.
-KERNEL_SYMBOLS = {
-    "forward_naive": "forward_naive_kernel", "forward_rows": "forward_kernel", "forward_halve": "forward_kernel",
-    "forward_double": "forward_kernel", "forward_nhwc": "forward_nhwc_kernel",
-    "forward_nhwc_packs": "forward_nhwc_kernel", "forward_nhwc_rgb_x2": "forward_rgb_twice_kernel",
-    "scatter": "scatter_kernel", "scatter_nhwc": "scatter_nhwc_kernel", "gather_plain": "gather_plain_kernel",
-    "gather_planes": "gather_kernel", "gather_column_packs": "gather_kernel", "gather_x2": "gather_times_kernel",
-    "gather_x4": "gather_times_kernel", "gather_halve": "gather_halve_kernel", "gather_nhwc": "gather_nhwc_kernel",
-    "gather_nhwc_rgb_x2": "gather_times_kernel", "gather_nhwc_x2": "gather_twice_nhwc_kernel",
-    "gather_nhwc_x2_tile": "gather_twice_nhwc_tile_kernel",
-}
-EXACT_GATHERS = {"gather_x2", "gather_x4", "gather_halve", "gather_nhwc_rgb_x2", "gather_nhwc_x2",
-                 "gather_nhwc_x2_tile"}
-
-
-def kernel_table() -> list[tuple[str, str, str, str]]:
-    """(name, direction, auto or ladder, condition): the rows of csrc/dispatch.cu's table, in order."""
-    text = torch.ops.ch06._upsample_bilinear2d_kernel_table(torch.empty(0))
-    return [tuple(line.split("|")) for line in text.splitlines()]
-
-
-# One case per row of the table: (what, tensor maker, size, mode, direction, method, the kernel expected).
-def _nchw(*shape, dtype=torch.float32):
-    return lambda: torch.randn(*shape, device="cuda", dtype=dtype)
-
-
-def _nhwc(*shape, dtype=torch.float32):
-    return lambda: torch.randn(*shape, device="cuda", dtype=dtype).contiguous(memory_format=torch.channels_last)
-
-
-TABLE_CASES = [
-    ("x2 float32", _nchw(1, 4, 16, 16), (32, 32), "half_pixel", "forward", "gather", "forward_double"),
-    ("x0.5 bfloat16", _nchw(1, 4, 32, 32, dtype=torch.bfloat16), (16, 16), "tf_legacy", "forward", "gather",
-     "forward_halve"),
-    ("x1.5", _nchw(1, 4, 16, 16), (24, 24), "half_pixel", "forward", "gather", "forward_rows"),
-    ("x2 align_corners", _nchw(1, 4, 16, 16), (32, 32), "align_corners", "forward", "gather", "forward_rows"),
-    ("channels-last C 16", _nhwc(1, 16, 8, 8), (16, 16), "half_pixel", "forward", "gather", "forward_nhwc_packs"),
-    ("channels-last C 5", _nhwc(1, 5, 8, 8), (16, 16), "half_pixel", "forward", "gather", "forward_nhwc"),
-    ("channels-last RGB x2", _nhwc(1, 3, 8, 8), (16, 16), "half_pixel", "forward", "gather", "forward_nhwc_rgb_x2"),
-    ("channels-last RGB x2 float64", _nhwc(1, 3, 8, 8, dtype=torch.float64), (16, 16), "half_pixel", "forward",
-     "gather", "forward_nhwc"),
-    ("scatter", _nchw(1, 4, 32, 32), (16, 16), "half_pixel", "backward", "scatter", "scatter"),
-    ("scatter channels-last", _nhwc(1, 4, 32, 32), (16, 16), "half_pixel", "backward", "scatter", "scatter_nhwc"),
-    ("x2 float32", _nchw(1, 4, 32, 32), (16, 16), "half_pixel", "backward", "gather", "gather_x2"),
-    ("x2 W, x1.5 H", _nchw(1, 4, 24, 32), (16, 16), "half_pixel", "backward", "gather", "gather_x2"),
-    ("x2 float64", _nchw(1, 4, 32, 32, dtype=torch.float64), (16, 16), "half_pixel", "backward", "gather",
-     "gather_planes"),
-    ("x4 bfloat16", _nchw(1, 4, 64, 64, dtype=torch.bfloat16), (16, 16), "half_pixel", "backward", "gather",
-     "gather_x4"),
-    ("x0.5", _nchw(1, 4, 16, 16), (32, 32), "tf_legacy", "backward", "gather", "gather_halve"),
-    ("x4 align_corners", _nchw(1, 4, 64, 64), (16, 16), "align_corners", "backward", "gather",
-     "gather_column_packs"),
-    ("x4 align_corners bfloat16", _nchw(1, 4, 64, 64, dtype=torch.bfloat16), (16, 16), "align_corners", "backward",
-     "gather", "gather_planes"),
-    ("x3", _nchw(1, 4, 48, 48), (16, 16), "half_pixel", "backward", "gather", "gather_planes"),
-    ("x1.5", _nchw(1, 4, 24, 24), (16, 16), "half_pixel", "backward", "gather", "gather_planes"),
-    ("channels-last C 16 x2", _nhwc(1, 16, 32, 32), (16, 16), "half_pixel", "backward", "gather",
-     "gather_nhwc_x2_tile"),
-    ("channels-last C 16 x2 W only", _nhwc(1, 16, 24, 32), (16, 16), "half_pixel", "backward", "gather",
-     "gather_nhwc_x2"),
-    ("channels-last RGB x2", _nhwc(1, 3, 32, 32), (16, 16), "half_pixel", "backward", "gather",
-     "gather_nhwc_rgb_x2"),
-    ("channels-last C 5", _nhwc(1, 5, 32, 32), (16, 16), "half_pixel", "backward", "gather", "gather_nhwc"),
-]
-
-
-@pytest.mark.cuda
-def test_dispatch_table_cuda(up, device):
-    """The table picks each automatic kernel for its case; every automatic row has a case here."""
-    if device != "cuda":
-        pytest.skip("needs the CUDA build")
-    rows = kernel_table()
-    assert {name for name, *_ in rows} == set(KERNEL_SYMBOLS), "the table's kernels changed: update KERNEL_SYMBOLS"
-    auto = {name for name, _, how, _ in rows if how == "auto"}
-    assert auto <= {case[-1] for case in TABLE_CASES}, f"rows without a case: {auto - {c[-1] for c in TABLE_CASES}}"
-    for what, make, size, mode, direction, method, expected in TABLE_CASES:
-        t = make()
-        got = kernel_name(t, size, mode, direction, method)
-        assert got == expected, f"{direction} {what} {list(t.shape)} -> {list(size)}, {mode}: the table picks {got}"
-        run = (lambda: op(t, list(size), mode)) if direction == "forward" else (
-            lambda: bw(t, list(size), mode, method))
-        names = cuda_kernels(run)
-        assert any(KERNEL_SYMBOLS[got] in k for k in names), f"{direction} {what}: {got}, but launched {names}"
-    assert kernel_name(torch.randn(1, 1, 4, 4), (8, 8), "half_pixel") == "cpu"
-
-
-# Every rung of the ladder, forced by name, on every case it applies to, against the reference.
-RUNG_CASES = [((2, 3, 9, 13), (17, 26)), ((1, 4, 16, 16), (32, 32)), ((1, 4, 32, 32), (16, 16)),
-              ((1, 16, 16, 16), (32, 32)), ((1, 16, 17, 24), (34, 48)), ((1, 8, 16, 16), (64, 64)),
-              ((1, 3, 8, 16), (16, 32)), ((1, 16, 12, 16), (17, 32)), ((2, 5, 7, 9), (3, 4))]
-
-
-def every_rung_emulated(chapter_source) -> None:
-    """test_every_rung_emulated's body, run in a process of its own (see there)."""
-    import sys
-
-    from coursekit import emulate
-    module = emulate.build("06-ladder", chapter_source)
-    rows = [line.split("|") for line in module.kernel_table().splitlines()]
-    ran = set()
-    for name, direction, _, _ in rows:
-        for shape, size in RUNG_CASES:
-            for layout in (torch.contiguous_format, torch.channels_last):
-                for dtype in (torch.float32, torch.bfloat16):
-                    for mode in ("half_pixel", "align_corners"):
-                        forward = direction == "forward"
-                        t = torch.randn(shape if forward else shape[:2] + size, dtype=dtype)
-                        t = t.contiguous(memory_format=layout)
-                        target = size if forward else shape[2:]
-                        method = "scatter" if name.startswith("scatter") else "gather"
-                        what = f"rung {name} (emulated), {mode}, {dtype}, {list(t.shape)} -> {list(target)}, {layout}"
-                        print(what, file=sys.stderr, flush=True)  # the last line names the case if the process dies
-                        try:
-                            got = module.run(t, list(target), EMULATED_MODES[mode], forward, method, name, False, 1)
-                        except RuntimeError as e:
-                            assert "does not apply" in str(e), f"rung {name}, emulated: {e}"
-                            continue
-                        ran.add(name)
-                        ref = ref_forward(t, size, mode) if forward else ref_backward(t, shape[2:], mode)
-                        check(got, ref, what)
-    assert ran == {name for name, *_ in rows}, f"rungs that no case reached: {sorted({r[0] for r in rows} - ran)}"
-
-
-# The table's choice, as the op makes it (kernel ""), on cases at the edges of every automatic
-# row's condition: exact x0.5, x2 and x4 along W, with widths that are and are not multiples of a
-# pack; scale factors whose ratio is exact while the sizes are not (scale_factor=0.5 on an odd
-# width); 3 channels and a multiple of a pack in channels-last; wide windows (float32 column
-# packs); every mode (tf_legacy's taps at x2 are not half_pixel's). Each tensor once at the end of
-# its pages (a load past a row's end on the last row faults; the start is then only as aligned as
-# the size makes it), once at their start, and once with the input one element past a 16-byte
-# boundary (a view: a vector path taken then reads a misaligned pack, which the judge stops).
-DISPATCH_CASES = [((1, 2, 6, 32), (3, 16), None), ((1, 2, 6, 33), (3, 16), (0.5, 0.5)),
-                  ((1, 2, 5, 16), (10, 32), None), ((1, 2, 5, 12), (10, 24), None),
-                  ((1, 2, 4, 16), (8, 64), None), ((1, 3, 5, 16), (10, 32), None), ((1, 3, 5, 13), (10, 26), None),
-                  ((1, 8, 4, 8), (8, 16), None), ((1, 8, 4, 8), (5, 16), None), ((1, 16, 3, 8), (6, 16), None),
-                  ((2, 5, 7, 9), (3, 4), None), ((1, 4, 3, 40), (5, 4), None)]
-
-
-def dispatch_emulated(chapter_source) -> None:
-    """test_dispatch_emulated's body, run in a process of its own."""
-    import sys
-
-    from coursekit import emulate
-    module = emulate.build("06-ladder", chapter_source)
-    for shape, size, scales in DISPATCH_CASES:
-        for mode in MODES:
-            sc = scales if scales is not None and mode == "half_pixel" else (None, None)
-            for layout in (torch.contiguous_format, torch.channels_last):
-                for dtype, at_end, offset in ((torch.float32, True, 0), (torch.bfloat16, True, 0),
-                                              (torch.float32, False, 0), (torch.bfloat16, False, 1)):
-                    where = ("at the end of its pages" if at_end else "at the start of its pages") + (
-                        ", the input one element past a 16-byte boundary" if offset else "")
-                    for forward in (True, False):
-                        t = torch.randn(shape if forward else shape[:2] + size, dtype=dtype)
-                        t = t.contiguous(memory_format=layout)
-                        target = size if forward else shape[2:]
-                        what = (f"the table's {'forward' if forward else 'gather'} (emulated), {mode}, {dtype}, "
-                                f"{list(t.shape)} -> {list(target)}, scales {sc}, {layout}, each tensor {where}")
-                        print(f"rung {what}", file=sys.stderr, flush=True)
-                        got = module.run(t, list(target), EMULATED_MODES[mode], forward, "gather", "", at_end, 1,
-                                         sc[0], sc[1], offset)
-                        ref = ref_forward(t, size, mode, sc) if forward else ref_backward(t, shape[2:], mode, sc)
-                        check(got, ref, what)
-    # the gathers' windows: no column outside a range is read; the last case is exact x2 along W only
-    # (x0.5 along H; channels-last: gather_nhwc_x2, where the tile takes x2 on both axes)
-    for mode, shape, size in NONFINITE_CASES + [("half_pixel", (1, 16, 8, 6), (4, 12))]:
-        base = nonfinite_grad_out(*shape[:2], size, torch.float32)
-        ref = torch.ops.aten.upsample_bilinear2d_backward(base, list(size), list(shape), mode == "align_corners",
-                                                         None, None)
-        for layout in (torch.contiguous_format, torch.channels_last):
-            what = f"the table's gather (emulated), {mode}, grad_out {list(base.shape)} with NaN and inf, {layout}"
-            print(f"rung {what}", file=sys.stderr, flush=True)
-            got = module.run(base.float().contiguous(memory_format=layout), list(shape[2:]), EMULATED_MODES[mode],
-                             False, "gather", "", True, 1).double()
-            for name, mask in NONFINITE_MASKS:
-                wrong = (mask(got) != mask(ref)).nonzero().tolist()
-                assert not wrong, (f"{what}: {len(wrong)} elements where {name} should"
-                                   f"{' not' if not mask(ref)[tuple(wrong[0])] else ''} be, first at (n, c, h, w) = "
-                                   f"{tuple(wrong[0])}: got {got[tuple(wrong[0])].item()}, expected "
-                                   f"{ref[tuple(wrong[0])].item()} (a column of weight 0 still added: 0 * inf is NaN)")
-
-
-def run_emulated_apart(chapter_source, body: str, what: str, env: dict | None = None) -> None:
-    """Run this module's function `body` in a process of its own (with `env` added to its
-    environment): a crash of the judge then fails the test, naming the last case it printed,
-    instead of ending the test run."""
-    import os
-    import subprocess
-    import sys
-
-    code = (f"import sys; sys.path[:0] = [{str(Path(__file__).parent)!r}]\n"
-            f"import test_06_upsample as t; t.{body}({str(chapter_source)!r})")
-    r = subprocess.run([sys.executable, "-X", "faulthandler", "-c", code], capture_output=True, text=True,
-                       env={**os.environ, **(env or {})})
-    lines = r.stderr.strip().splitlines()
-    last_case = next((ln for ln in reversed(lines) if ln.startswith("rung ")), "before the first case")
-    problems = [ln for ln in lines if not ln.startswith("rung ")]
-    shown = problems if len(problems) <= 40 else problems[:28] + ["..."] + problems[-10:]  # the native stack's top
-    assert r.returncode == 0, (f"{what} ended with exit code {r.returncode} at {last_case}:\n" + "\n".join(shown))
-
-
-def test_every_rung_emulated(chapter_source):
-    """Every rung on the CPU, without a GPU: 06_upsample/ladder.py's check through the GPU-free judge
-    (coursekit/emulate.py: the chapter's CUDA files compiled for the CPU, run thread by thread, with
-    warp shuffles, shared memory and atomics), each rung on every small case it applies to, both
-    layouts, float32 and bfloat16, against the float64 reference; every rung must run. In a process
-    of its own: a crash of the judge fails this test (naming the case) instead of the test run."""
-    run_emulated_apart(chapter_source, "every_rung_emulated", "the emulated ladder")
-
-
-@pytest.mark.parametrize("sms", ["1", "0"], ids=["one-SM", "SMs-unknown"])
-def test_dispatch_emulated(chapter_source, sms):
-    """The kernel the table picks, on the CPU through the GPU-free judge: DISPATCH_CASES in every
-    mode and layout, each tensor placed at the end and at the start of its guarded pages, against
-    the float64 reference; and the gathers with NaN and inf in grad_out, which reach exactly the
-    inputs whose ranges hold them (a window that sums a column outside its range meets one).
-    Twice: on a GPU of one SM, where these small launches take less work per thread to fill it,
-    and on one whose SM count is unknown, where every launch keeps its usual work per thread."""
-    run_emulated_apart(chapter_source, "dispatch_emulated", f"the emulated dispatch ({sms} SMs)",
-                       {"COURSE_EMU_SMS": sms})
-
-
-@pytest.mark.cuda
-@pytest.mark.parametrize("mode", MODES)
-def test_every_rung_cuda(up, device, dtype, mode):
-    if device != "cuda":
-        pytest.skip("needs the CUDA build")
-    ran = set()
-    for name, direction, _, when in kernel_table():
-        for shape, size in RUNG_CASES:
-            for layout in (torch.contiguous_format, torch.channels_last):
-                if direction == "forward":
-                    t = torch.randn(shape, device="cuda", dtype=dtype).contiguous(memory_format=layout)
-                    args, ref = (t, list(size), mode, name), ref_forward(t, size, mode)
-                    fn = torch.ops.ch06._upsample_bilinear2d_rung
-                else:
-                    t = torch.randn(shape[:2] + size, device="cuda", dtype=dtype).contiguous(memory_format=layout)
-                    args, ref = (t, list(shape[2:]), mode, name), ref_backward(t, shape[2:], mode)
-                    fn = torch.ops.ch06._upsample_bilinear2d_backward_rung
-                try:
-                    with poisoned_empty():
-                        got = fn(*args)
-                except RuntimeError as e:
-                    assert "does not apply" in str(e), f"{name}: {e}"
-                    continue
-                ran.add(name)
-                check(got, ref, f"rung {name}, {mode}, {list(t.shape)}, {layout}")
-    if dtype == torch.float32 and mode == "half_pixel":
-        assert ran == {name for name, *_ in kernel_table()}, f"rungs never run: {set(KERNEL_SYMBOLS) - ran}"
-
-
-def cuda_kernels(fn) -> list[str]:
-    """The names of the CUDA kernels that fn() launches."""
-    from torch.profiler import ProfilerActivity, profile
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn()
-        torch.cuda.synchronize()
-    return [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
 
 
 @pytest.mark.cuda
