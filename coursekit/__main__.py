@@ -91,7 +91,30 @@ def _prewarm_nvcc_cache(numbers: list[str] | None = None) -> None:
     if any(p.wait() for p in builds):
         print("[course] warning: a build to fill the nvcc object cache failed; the parts build without it", flush=True)
     print(f"[course] nvcc object cache ready ({time.time() - t0:.0f} s): {os.environ['COURSE_NVCC_CACHE']}", flush=True)
-    _prewarm_verdicts(warm)
+    _prewarm_verdicts([c for c in warm if _some_case_grades(c)])
+
+
+def _some_case_grades(chapter) -> bool:
+    """Does some case of this GPU self-check grade the chapter's exercises (a variant that changes
+    code inside an exercise; its case grades the others on the solution)? A chapter whose cases
+    change only code outside every exercise runs its tests as a whole, and reads no verdict."""
+    from . import exercises, selfcheck
+
+    unemulated = os.environ.get("COURSE_SELFCHECK_CUDA_ONLY") == "unemulated"
+    for v in selfcheck.variants(chapter):
+        if not v.cuda_only or (unemulated and selfcheck.emulated(chapter, v)):
+            continue  # not a case of this run (tests/test_graders.py, _cases)
+        text = (chapter.path / v.file).read_text()
+        outside = text
+        for r in exercises.solution_regions(text, Path(v.file)):
+            outside = outside.replace("".join(r.body), "\0", 1)
+        changed = text.replace(v.old, v.new, 1)
+        outside_changed = changed
+        for r in exercises.solution_regions(changed, Path(v.file)):
+            outside_changed = outside_changed.replace("".join(r.body), "\0", 1)
+        if outside == outside_changed:
+            return True
+    return False
 
 
 def _prewarm_verdicts(warm: list, root: Path | None = None) -> None:
