@@ -30,33 +30,6 @@
 #include "kernels.h"
 #include "upsample_cpu.h"
 
-// The most lines a task of the backward keeps (see backward_kernel).
-constexpr int64_t kLineSlots = 16;
-
-// A few lines of `length` values, each tagged with the row it holds. Looking a
-// row up either finds it or recomputes it into the slot `slot_of(row)`.
-template <typename T>
-class LineCache {
- public:
-  LineCache(int64_t slots, int64_t length)
-      : length_(length), keys_(slots, -1), data_(static_cast<size_t>(slots * length)) {}
-
-  template <typename Fill>
-  const T* get(int64_t key, int64_t slot, Fill&& fill) {
-    T* line = data_.data() + slot * length_;
-    if (keys_[slot] != key) {
-      fill(line);
-      keys_[slot] = key;
-    }
-    return line;
-  }
-
- private:
-  int64_t length_;
-  std::vector<int64_t> keys_;
-  std::vector<T> data_;
-};
-
 // dst[k] += w * src[k] for k < n (src in scalar_t or opmath_t): contiguous, no
 // aliasing (restrict), the conversions inline: the compiler vectorises it.
 template <typename src_t, typename opmath_t>
@@ -217,31 +190,6 @@ void upsample_forward_cpu(const torch::stable::Tensor& x, torch::stable::Tensor&
 // Every grad_in element has one owner and a fixed summation order: no races,
 // and the same bits on every run and for any number of threads (the cache only
 // avoids recomputing identical lines).
-
-// The longest range of outputs reading one input index along an axis, capped at
-// `cap`: range(i) holds the outputs with i0 == i - 1 and those with i0 == i, so
-// it is a run of equal i0 plus the run before it when that is of i0 - 1. One pass
-// over the outputs, stopped at the cap.
-template <typename T>
-static int64_t longest_range(int64_t in, int64_t out, T ratio, Mode mode, int64_t cap) {
-  int64_t longest = 1, prev_i = -2, prev_run = 0, cur_i = -2, run = 0;
-  for (int64_t d = 0; d <= out && longest < cap; ++d) {
-    const int64_t i = d < out ? source_taps<T>(d, in, ratio, mode).i0 : -3;
-    if (i == cur_i) {
-      ++run;
-      continue;
-    }
-    if (run > 0) {
-      longest = std::max(longest, run + (prev_i == cur_i - 1 ? prev_run : 0));
-      longest = std::max(longest, run);  // range(cur_i + 1) holds this run at least
-    }
-    prev_i = cur_i;
-    prev_run = run;
-    cur_i = i;
-    run = 1;
-  }
-  return std::min(longest, cap);
-}
 
 // BEGIN SOLUTION gather-backward
 // STUB: // (room for helpers of your kernel, if you want any)
