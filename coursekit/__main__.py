@@ -75,7 +75,7 @@ def _prewarm_nvcc_cache(numbers: list[str] | None = None) -> None:
     if not torch.cuda.is_available():
         return
     os.environ.setdefault("COURSE_NVCC_CACHE", str(ROOT / ".build" / "nvcc-cache"))
-    from . import selfcheck
+    from . import grading, selfcheck
 
     t0 = time.time()
     builds = []
@@ -84,10 +84,19 @@ def _prewarm_nvcc_cache(numbers: list[str] | None = None) -> None:
     for chapter in warm:
         if not list((chapter.path / "csrc").glob("*.cu")):
             continue
-        ws = selfcheck.solved_workspace(chapter, where=ROOT / ".build" / "selfcheck" / "prewarm" / chapter.number)
-        for debug in (False, True):  # each in a process of its own: a process loads one build of a chapter
-            code = f"from coursekit import build; build.build({str(ws)!r}, cuda=True, device_debug={debug})"
-            builds.append(subprocess.Popen([sys.executable, "-c", code], cwd=ROOT))
+        where = ROOT / ".build" / "selfcheck" / "prewarm" / chapter.number
+        folders = [selfcheck.solved_workspace(chapter, where=where)]
+        # The stubs case builds each exercise's stub into the solved chapter (grading.composite): a stub
+        # in a header every .cu file includes recompiles them all, twice (optimised and -G), which with
+        # every part compiling at once took chapter 06's stubs case past a call's time. Its objects too.
+        stubs = grading.stub_bodies(chapter)
+        for name in grading.exercise_names(chapter):
+            folders.append(where / f"stub-{name}" / chapter.dirname)
+            grading.composite(chapter, name, stubs[name], folders[-1])
+        for ws in folders:
+            for debug in (False, True):  # each in a process of its own: a process loads one build of a chapter
+                code = f"from coursekit import build; build.build({str(ws)!r}, cuda=True, device_debug={debug})"
+                builds.append(subprocess.Popen([sys.executable, "-c", code], cwd=ROOT))
     if any(p.wait() for p in builds):
         print("[course] warning: a build to fill the nvcc object cache failed; the parts build without it", flush=True)
     print(f"[course] nvcc object cache ready ({time.time() - t0:.0f} s): {os.environ['COURSE_NVCC_CACHE']}", flush=True)
