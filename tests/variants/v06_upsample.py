@@ -374,6 +374,10 @@ VARIANTS = [
             "  // BEGIN SOLUTION gather-backward",
             "  const int64_t slots = longest_range<opmath_t>(g.H_in, g.H_out, rh, g.mode, g.H_out);\n"
             "  // BEGIN SOLUTION gather-backward"),
+    Variant("cpu-gather-cache-every-line", "the learner's own cache holds H_out lines, every grad_out row a "
+            "range can reach, instead of the `slots` computed for it: H_out * W_in values per task",
+            "csrc/upsample_cpu.cpp", "    LineCache<opmath_t> cache(slots, width);",
+            "    LineCache<opmath_t> cache(g.H_out, width);"),
     Variant("scale-not-bounded", "passes a tiny scale factor on as it is: 1 / scale overflows float, and "
             "tf_legacy's first coordinate becomes 0 * inf = NaN",
             "csrc/ops.cpp", "mode, bounded_scale(scale_h, H_in), bounded_scale(scale_w, W_in)};",
