@@ -691,15 +691,16 @@ NHWC_INLINE void gather_pixels(scalar_t* gi_row, std::vector<opmath_t>& partial,
 }
 
 // One grad_out row gathered along W for pixels of NC channels (gather_narrow_rows): dst[k * NC + c]
-// = 0 + the sum over the outputs d that read input column cols.lo + k of wx(d) * go[d * NC + c], in
-// increasing d. K (at least the longest range) and NC fixed at compile time: the loops unroll.
+// = 0 + the sum over the outputs d that read input column cols.lo + k of wx(d) * go[(d - first) * NC
+// + c], in increasing d (go holds the row from output column `first` on). K (at least the longest
+// range) and NC fixed at compile time: the loops unroll.
 template <int NC, int K, typename src_t, typename opmath_t>
-NHWC_INLINE void gather_narrow_line(const GatherTable<opmath_t>& cols, const src_t* __restrict__ go,
+NHWC_INLINE void gather_narrow_line(const GatherTable<opmath_t>& cols, const src_t* __restrict__ go, int64_t first,
                                     opmath_t* __restrict__ dst) {
   for (int64_t k = 0; k < cols.size(); ++k, dst += NC) {
     const opmath_t* wx = cols.weight.data() + cols.offset[k];
-    const src_t* src = go + cols.begin[k] * NC;
     const int64_t count = cols.end[k] - cols.begin[k];
+    const src_t* src = count > 0 ? go + (cols.begin[k] - first) * NC : go;  // an empty range reads nothing
     opmath_t sum[NC];
     for (int c = 0; c < NC; ++c) {
       sum[c] = opmath_t(0);
@@ -766,7 +767,7 @@ NHWC_INLINE void gather_narrow_rows(const GatherPlan<scalar_t>& p, int64_t begin
   std::vector<float> wide(bulk ? (read_hi - read_lo) * C : 0);
   auto gather = [&](opmath_t* line, const auto* go) {  // go: the grad_out row from column read_lo
     with_narrow_line(C, cols.longest, [&](auto c_tag, auto k_tag) {
-      gather_narrow_line<decltype(c_tag)::value, decltype(k_tag)::value>(cols, go - read_lo * C, line);
+      gather_narrow_line<decltype(c_tag)::value, decltype(k_tag)::value>(cols, go, read_lo, line);
     });
   };
   for (int64_t row = begin; row < end; ++row) {
