@@ -1007,19 +1007,24 @@ def float32_rounded_once(call, t: torch.Tensor, what: str) -> None:
             same_bits_or_nan(call(u, mode).contiguous(), want, f"{what}, {mode}, {layout}, against float32 rounded once")
 
 
-# (grad_out shape, input size): rows chunked at 65536 columns, one chunk that no output reads
-HALF_BULK_SHAPES = [((1, 1, 2, 2), (3, 200000)), ((2, 1, 3, 5), (4, 140000)), ((1, 2, 46, 61), (73, 98))]
+# (grad_out shape, input size): rows chunked at 65536 columns, one chunk that no output reads; rows
+# of 7 and 29 values (NCHW: planes widened in blocks, the last block of a task cut short), and of
+# 13 in planes too large for a block
+HALF_BULK_SHAPES = [((1, 1, 2, 2), (3, 200000)), ((2, 1, 3, 5), (4, 140000)), ((1, 2, 46, 61), (73, 98)),
+                    ((2, 256, 8, 6), (10, 7)), ((3, 5, 7, 9), (11, 29)), ((1, 3, 1500, 9), (1400, 13))]
 
 
 @pytest.mark.exercise("gather-backward")
 @pytest.mark.parametrize("go_shape, size", HALF_BULK_SHAPES, ids=[f"{c[0]}-to-{c[1]}" for c in HALF_BULK_SHAPES])
-def test_cpu_float16_gather_same_bits_as_float32(up, go_shape, size):
-    """The CPU gather in float16 is its float32 computation rounded once: the same bits as the
-    float32 gather of the same values rounded once, in both layouts, also on rows done in chunks of
-    65536 columns and in a chunk that no output reads (the chapter's converts rows in bulk there)."""
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_cpu_float16_gather_same_bits_as_float32(up, go_shape, size, dtype):
+    """The CPU gather in float16 (bfloat16) is its float32 computation rounded once: the same bits
+    as the float32 gather of the same values rounded once, in both layouts, also on rows done in
+    chunks of 65536 columns and in a chunk that no output reads (the chapter's converts rows in
+    bulk there), and on small planes (converted a block of planes at a time)."""
     backward = torch.ops.ch06._upsample_bilinear2d_backward_kernel
-    float32_rounded_once(lambda t, mode: backward(t, list(size), mode, "gather"), torch.randn(go_shape).half(),
-                         f"float16 gather, {list(go_shape)} -> {list(size)}")
+    float32_rounded_once(lambda t, mode: backward(t, list(size), mode, "gather"), torch.randn(go_shape).to(dtype),
+                         f"{dtype} gather, {list(go_shape)} -> {list(size)}")
 
 
 # (input shape, output size): short rows in runs of many (a task's last run cut short); narrow rows

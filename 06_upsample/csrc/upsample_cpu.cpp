@@ -417,6 +417,32 @@ static void backward_kernel_h_first(const scalar_t* grad_out, scalar_t* grad_in,
   });
 }
 
+// 2-byte types (float16, bfloat16), rows shorter than 32 values in planes of at most
+// kGrainElements values: the gather converts the values of a row it reads and rounds those it
+// stores a few at a time (a float16 row of 16 or more in bulk, but the tail of 1 to 7 values and a
+// shorter row a value at a time, with Half's own conversion). Here a task widens a block of planes
+// to float in one bulk conversion (widen), gathers it with the float kernel (its parallel_for,
+// nested, runs in the task) and rounds the block in one (narrow). The same sums in float and one
+// rounding to nearest even: the same bits as the 2-byte kernel. Memory: two blocks of at most
+// kGrainElements floats per task. On longer rows the extra pass over each block costs more than
+// it saves.
+template <typename scalar_t>
+static void backward_planes_via_float(const scalar_t* grad_out, scalar_t* grad_in, const ResizeGeometry& g,
+                                      const GatherTable<float>& cols) {
+  const int64_t out_plane = g.H_out * g.W_out, in_plane = g.H_in * g.W_in;
+  const int64_t block = std::max<int64_t>(1, kGrainElements / std::max(out_plane, in_plane));
+  torch::stable::parallel_for(0, g.planes, block, [&](int64_t begin, int64_t end) {
+    std::vector<float> go(std::min(block, end - begin) * out_plane), gi(std::min(block, end - begin) * in_plane);
+    for (int64_t p = begin; p < end; p += block) {
+      ResizeGeometry sub = g;
+      sub.planes = std::min(block, end - p);
+      widen(grad_out + p * out_plane, go.data(), sub.planes * out_plane);
+      backward_kernel<float>(go.data(), gi.data(), sub, cols);
+      narrow(gi.data(), grad_in + p * in_plane, sub.planes * in_plane);
+    }
+  });
+}
+
 // Which order, and the chunks of columns: see the top of the file.
 template <typename scalar_t>
 static void backward_cpu(const scalar_t* grad_out, scalar_t* grad_in, const ResizeGeometry& g) {
@@ -426,6 +452,13 @@ static void backward_cpu(const scalar_t* grad_out, scalar_t* grad_in, const Resi
   }
   if (g.channels_last) {
     return backward_nhwc<scalar_t>(grad_out, grad_in, g);
+  }
+  if constexpr (sizeof(scalar_t) == 2) {
+    if (g.W_in < 32 && g.H_in * g.W_in <= kGrainElements && g.H_out * g.W_out <= kGrainElements) {
+      const GatherTable<float> cols(g.W_in, g.W_out, axis_ratio<float>(g.W_in, g.W_out, g.mode, g.scale_w), g.mode,
+                                    0, g.W_in);
+      return backward_planes_via_float<scalar_t>(grad_out, grad_in, g, cols);
+    }
   }
   const opmath_t rw = axis_ratio<opmath_t>(g.W_in, g.W_out, g.mode, g.scale_w);
   const int64_t chunk = chunk_pixels(1);
