@@ -40,7 +40,7 @@ def assert_finite(out: torch.Tensor, what: str = "output") -> None:
     if bad.any():
         idx = tuple(int(j) for j in bad.nonzero()[0])
         raise AssertionError(f"{what}: {int(bad.sum())} of {out.numel()} elements are NaN/Inf (never written, a stub, or "
-                             f"computed from a value no thread wrote, such as a __shared__ slot?); first at {idx}: got {out.detach().flatten()[int(bad.flatten().nonzero()[0])].item()}")
+                             f"computed from a value no thread wrote: a __shared__ slot, or a local variable read before it is set?); first at {idx}: got {out.detach().flatten()[int(bad.flatten().nonzero()[0])].item()}")
 
 
 def assert_close(out: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype | None = None, what: str = "output",
@@ -172,6 +172,10 @@ PRECISION_ADVICE = {
     torch.bfloat16: "Off by roundings: compute in float (at::opmath_type) and round to bfloat16 once, at the end.",
 }
 FAR_ADVICE = "the values are far off, not rounding: an index, a weight or a range is wrong"
+# What the GPU-free judge leaves in a local variable read before it is set (emulate.PATTERN: 0xFE
+# bytes, -1.7e38 as a float, -5.3e303 as a double): a value this large where the expected one is not.
+UNSET_ADVICE = ("a value this large is what the GPU-free judge leaves in a local variable read before it is set "
+                "(-1.7e38 as a float, -5.3e303 as a double): is an accumulator or array declared without a value?")
 
 
 def _value(v: float, dtype: torch.dtype) -> str:
@@ -213,8 +217,9 @@ def mismatch(what: str, got: torch.Tensor, ref: torch.Tensor, scale: torch.Tenso
         return f"{head}; worst {at(i, size)}. {PRECISION_ADVICE[dtype]}"
     far = rel.flatten() > ROUNDING_SIZED[dtype]
     first = int(far.nonzero()[0])
+    unset = abs(got.flatten()[first].item()) >= 1e37 and abs(ref.flatten()[first].item()) < 1e30
     return (f"{head}: {FAR_ADVICE} ({int(far.sum())} of {ref.numel()} elements, relative error up to "
-            f"{worst_rel:.2g}). First wrong {at(first)}")
+            f"{worst_rel:.2g}). First wrong {at(first)}" + (f". {UNSET_ADVICE}" if unset else ""))
 
 
 def assert_rounded(out: torch.Tensor, ref64: torch.Tensor, *, ulps: float = 1.0, tiny: float | None = None,

@@ -301,6 +301,25 @@ def test_advice_is_sized_to_the_error(dtype):
     assert "First wrong at (1, 3): got " in large and "expected " in large and "inputs: x[1, 3]" in large, large
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16], ids=lambda d: str(d).replace("torch.", ""))
+def test_unset_local_gets_its_own_advice(dtype):
+    """A first wrong value as large as the GPU-free judge's fill of an unset local variable (0xFE bytes:
+    -1.7e38 as a float, -5.3e303 as a double) says so; a plainly wrong value does not."""
+    from coursekit import testing
+
+    ref = torch.rand(2, 30, dtype=torch.float64) + 1
+    check = {torch.float64: lambda out: testing.assert_float64(out, ref),
+             torch.float32: lambda out: testing.assert_close(out, ref)}.get(dtype, lambda out: testing.assert_rounded(out, ref))
+    unset = ref.clone()
+    unset[1, 4:] = -5.3e303 if dtype == torch.float64 else -1.7e38
+    message = _failure(lambda: check(unset.to(dtype)))
+    assert testing.FAR_ADVICE in message and testing.UNSET_ADVICE in message, message
+    wrong = ref.clone()
+    wrong[1, 4:] += 7
+    message = _failure(lambda: check(wrong.to(dtype)))
+    assert testing.FAR_ADVICE in message and testing.UNSET_ADVICE not in message, message
+
+
 def test_advice_in_the_chapter_checks():
     """The chapters' own float64 and GELU checks size their advice the same way."""
     import importlib

@@ -41,14 +41,19 @@ inline at::Tensor sparse_zeros(at::IntArrayRef sizes, const at::TensorOptions& o
   return torch::from_blob(p, sizes, [](void* q) { guarded_free(q); }, options);
 }
 
-// Throws when some element of out still holds the poison: no thread wrote it.
+// Throws when some element of out still holds the poison (no thread wrote it), or shared
+// memory's poison (a thread wrote it, from a __shared__ slot no thread had written).
 inline void check_written(const at::Tensor& out, const std::string& name, const std::string& axes) {
   long long first = -1, count = 0;
   const long long n = out.numel();
-  switch (out.element_size()) {
-    case 8: count = unwritten(static_cast<const uint64_t*>(out.data_ptr()), n, &first); break;
-    case 4: count = unwritten(static_cast<const uint32_t*>(out.data_ptr()), n, &first); break;
-    default: count = unwritten(static_cast<const uint16_t*>(out.data_ptr()), n, &first); break;
+  bool shared = false;
+  for (int pass = 0; pass < 2 && count == 0; ++pass) {
+    shared = pass == 1;
+    switch (out.element_size()) {
+      case 8: count = unwritten(static_cast<const uint64_t*>(out.data_ptr()), n, &first, shared); break;
+      case 4: count = unwritten(static_cast<const uint32_t*>(out.data_ptr()), n, &first, shared); break;
+      default: count = unwritten(static_cast<const uint16_t*>(out.data_ptr()), n, &first, shared); break;
+    }
   }
   if (count == 0) return;
   std::string at = "(";
@@ -59,6 +64,13 @@ inline void check_written(const at::Tensor& out, const std::string& name, const 
     rest /= out.size(d);
   }
   for (size_t d = 0; d < idx.size(); ++d) at += (d ? ", " : "") + std::to_string(idx[d]);
+  if (shared) {
+    throw std::runtime_error("read of unwritten shared memory: " + std::to_string(count) + " of " +
+                             std::to_string(n) + " elements of " + name + " hold the judge's fill of __shared__ "
+                             "memory (NaN, bytes FE FF), the first at " + axes + " = " + at + "): they were "
+                             "computed from a __shared__ slot that no thread had written. Is a slot read that no "
+                             "thread writes, or read before the __syncthreads() after its write?");
+  }
   throw std::runtime_error("output never written: " + std::to_string(count) + " of " + std::to_string(n) +
                            " elements of " + name + " hold no value from any thread, the first at " + axes + " = " +
                            at + ")");

@@ -18,8 +18,9 @@
 //     an error naming both threads and lines (compute-sanitizer's synccheck on a GPU);
 //   - each __shared__ variable is a guard-paged buffer of its own (emulate.py rewrites its
 //     declaration), so an index past its end is an error naming it; it starts each block
-//     poisoned (every byte 0xFF), so a read of a slot no thread wrote gives NaN (or -1),
-//     as garbage would, instead of the zeros of a fresh static variable;
+//     poisoned (bytes FE FF repeated), so a read of a slot no thread wrote gives NaN (or
+//     -2, -65538 as an integer), as garbage would, instead of the zeros of a fresh static
+//     variable; an output computed from such a slot is reported as such (check_written);
 //   - tensors the judge hands to a kernel live in guard-paged buffers (guarded_alloc):
 //     a read or write past either end stops being silent and names the kernel, the
 //     block, the thread and the offset. Outputs start poisoned (every byte 0xFF), so
@@ -549,10 +550,25 @@ inline void syncthreads(int line) {
   yield();
 }
 
-// Shared memory holds no value until a thread of the block writes one: poison it (as the
-// outputs are) at each block's start.
+// Shared memory holds no value until a thread of the block writes one: poison it at each
+// block's start, with bytes FE FF repeated from an even address: NaN in every floating type
+// (0xFFFE, 0xFFFEFFFE, 0xFFFEFFFEFFFEFFFE), and another NaN than the outputs' poison (every
+// byte 0xFF), so that an output computed from an unwritten slot (x86 keeps a NaN's bits through
+// arithmetic) is told apart from one that no thread wrote.
 inline void poison_shared() {
-  for (const auto& v : st().shared) memset(v.first, 0xFF, v.second);
+  static unsigned char pattern[4097];  // FE FF FE FF ..., one byte more: a copy may start at the FF
+  static const bool ready = [] {
+    for (size_t i = 0; i < sizeof pattern; ++i) pattern[i] = i % 2 ? 0xFF : 0xFE;
+    return true;
+  }();
+  (void)ready;
+  for (const auto& v : st().shared) {
+    unsigned char* p = static_cast<unsigned char*>(v.first);
+    const size_t odd = reinterpret_cast<uintptr_t>(p) & 1;  // an even address starts a pair
+    for (size_t done = 0; done < v.second; done += 4096) {
+      memcpy(p + done, pattern + odd, std::min<size_t>(4096, v.second - done));
+    }
+  }
 }
 // A __shared__ variable (emulate.py turns `__shared__ T name[...];` into a static reference to
 // one): a guard-paged buffer, so that an index past its end stops the launch with the variable's
@@ -853,15 +869,16 @@ inline void launch(const char* kernel, const Config& c, const std::function<void
 }
 
 // The number of elements of [data, data + n) still holding the poison (never written),
-// and the index of the first.
+// and the index of the first. shared: those holding shared memory's poison instead (computed
+// from a __shared__ slot no thread wrote).
 template <typename T>
-inline long long unwritten(const T* data, long long n, long long* first) {
+inline long long unwritten(const T* data, long long n, long long* first, bool shared = false) {
   long long count = 0;
   *first = -1;
   const unsigned char* b = reinterpret_cast<const unsigned char*>(data);
   for (long long i = 0; i < n; ++i) {
     bool all = true;
-    for (size_t k = 0; k < sizeof(T) && all; ++k) all = b[i * sizeof(T) + k] == 0xFF;
+    for (size_t k = 0; k < sizeof(T) && all; ++k) all = b[i * sizeof(T) + k] == (shared && k % 2 == 0 ? 0xFE : 0xFF);
     if (all) {
       if (*first < 0) *first = i;
       ++count;

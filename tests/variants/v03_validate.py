@@ -172,6 +172,9 @@ VARIANTS = [
             "csrc/trilinear_cuda.cu", "opmath_t acc[P::size] = {};", "scalar_t acc[P::size] = {};", cuda_only=True),
     Variant("vectorized-acc-in-float", "accumulates in float whatever the dtype: float64 loses its precision",
             "csrc/trilinear_cuda.cu", "opmath_t acc[P::size] = {};", "float acc[P::size] = {};", cuda_only=True),
+    Variant("vectorized-uninitialised-acc", "declares the pack's accumulators without = {}: each starts with what the "
+            "thread's registers (the judge: its stack) held",
+            "csrc/trilinear_cuda.cu", "opmath_t acc[P::size] = {};", "opmath_t acc[P::size];", cuda_only=True),
     Variant("vectorized-row-stride-in-elements", "steps from corner row to corner row by F packs instead of F / pack",
             "csrc/trilinear_cuda.cu", "const P x = f_n[k * packs + p];", "const P x = f_n[k * F + p];", cuda_only=True),
     Variant("vectorized-cube-from-blockdim-x", "computes the cube index with blockDim.x instead of blockDim.y",

@@ -94,6 +94,9 @@ VARIANTS = [
             "over rows hides it along H, but input columns past the output's width get no thread",
             "csrc/gather_plain.cu", "launch_for(g.W_in, g.H_in, g.planes, 1)", "launch_for(g.W_out, g.H_out, g.planes, 1)",
             cuda_only=True),
+    Variant("cuda-gather-uninitialised-acc", "declares the pixel's sum without = 0: it starts with what the "
+            "thread's registers (the judge: its stack) held",
+            "csrc/gather_plain.cu", "      T acc = 0;\n", "      T acc;\n", cuda_only=True),
     Variant("plain-gather-int32-store-index", "stores into grad_in at a 32-bit index: right until grad_in holds "
             "more than 2^31 elements",
             "csrc/gather_plain.cu", "grad_in[(p * rows.in + h) * cols.in + w] = static_cast<scalar_t>(acc);",
