@@ -202,6 +202,11 @@ def transform(text: str, path: str) -> str:
             if rewritten is not None:
                 lines[i] = rewritten + "\n"
     text = "".join(lines)
+    # A temporary assigned to a name (`p.index = torch::stable::new_empty(...)`) is named so in the
+    # judge's messages: "a read outside p.index (torch::stable::new_empty in plan.cu)".
+    text = re.sub(r"([\w.\[\]>-]*\w)\s*=\s*torch::stable::new_empty\(",
+                  lambda m: f'{m.group(1)} = ::emu::stable_new_empty_named('
+                            f'"{m.group(1)} (torch::stable::new_empty in {Path(path).name})", ', text)
     for old, new in RENAMES.items():
         text = text.replace(old, new)
     return rewrite_launches(text)

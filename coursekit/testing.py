@@ -174,7 +174,7 @@ PRECISION_ADVICE = {
 FAR_ADVICE = "the values are far off, not rounding: an index, a weight or a range is wrong"
 # What the GPU-free judge leaves in a local variable read before it is set (emulate.PATTERN: 0xFE
 # bytes, -1.7e38 as a float, -5.3e303 as a double): a value this large where the expected one is not.
-UNSET_ADVICE = ("a value this large is what the GPU-free judge leaves in a local variable read before it is set "
+UNSET_ADVICE = ("A value this large is what the GPU-free judge leaves in a local variable read before it is set "
                 "(-1.7e38 as a float, -5.3e303 as a double): is an accumulator or array declared without a value?")
 
 

@@ -8,12 +8,12 @@
 #include "bind_common.h"
 
 namespace emu {
-torch::stable::Tensor stable_new_empty(const torch::stable::Tensor& like, std::vector<int64_t> sizes,
-                                       std::optional<torch::headeronly::ScalarType> dtype) {
+torch::stable::Tensor stable_new_empty_named(const char* name, const torch::stable::Tensor& like,
+                                             std::vector<int64_t> sizes,
+                                             std::optional<torch::headeronly::ScalarType> dtype) {
   // on the CPU, as every tensor of the judge; the dtype given, else like's
   const auto type = static_cast<at::ScalarType>(dtype.value_or(like.scalar_type()));
-  at::Tensor t = guarded_empty(sizes, at::TensorOptions().dtype(type), true,
-                               "a temporary (torch::stable::new_empty)");
+  at::Tensor t = guarded_empty(sizes, at::TensorOptions().dtype(type), true, name);
   return torch::stable::Tensor(torch::aot_inductor::new_tensor_handle(std::move(t)));
 }
 }  // namespace emu

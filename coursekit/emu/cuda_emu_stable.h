@@ -10,6 +10,12 @@
 #include <vector>
 
 namespace emu {
-torch::stable::Tensor stable_new_empty(const torch::stable::Tensor& like, std::vector<int64_t> sizes,
-                                       std::optional<torch::headeronly::ScalarType> dtype);
+torch::stable::Tensor stable_new_empty_named(const char* name, const torch::stable::Tensor& like,
+                                             std::vector<int64_t> sizes,
+                                             std::optional<torch::headeronly::ScalarType> dtype = std::nullopt);
+// A temporary not assigned to a name (emulate.py names the others)
+inline torch::stable::Tensor stable_new_empty(const torch::stable::Tensor& like, std::vector<int64_t> sizes,
+                                              std::optional<torch::headeronly::ScalarType> dtype = std::nullopt) {
+  return stable_new_empty_named("a temporary (torch::stable::new_empty)", like, std::move(sizes), dtype);
+}
 }  // namespace emu
