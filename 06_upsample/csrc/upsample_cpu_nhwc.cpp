@@ -719,6 +719,29 @@ NHWC_INLINE void gather_narrow_line(const GatherTable<opmath_t>& cols, const src
   }
 }
 
+// gather_narrow_line for any channel count C (a loop over the channels, which the compiler
+// vectorises), for gather_narrow_rows on 16 channels or more: the same terms in the same order
+// per channel.
+template <typename src_t, typename opmath_t>
+NHWC_INLINE void gather_wide_line(const GatherTable<opmath_t>& cols, const src_t* __restrict__ go, int64_t first,
+                                  int64_t C, opmath_t* __restrict__ dst) {
+  for (int64_t k = 0; k < cols.size(); ++k, dst += C) {
+    const opmath_t* wx = cols.weight.data() + cols.offset[k];
+    const int64_t count = cols.end[k] - cols.begin[k];
+    for (int64_t c = 0; c < C; ++c) {
+      dst[c] = opmath_t(0);
+    }
+    if (count <= 0) continue;
+    const src_t* src = go + (cols.begin[k] - first) * C;
+    for (int64_t d = 0; d < count; ++d, src += C) {
+      const opmath_t w = wx[d];
+      for (int64_t c = 0; c < C; ++c) {
+        dst[c] += w * load<opmath_t>(src[c]);
+      }
+    }
+  }
+}
+
 // f(NC, K) with std::integral_constant arguments for NC = C (2 to 7) and K = the longest range
 // rounded up to 1, 2, 4 or 8.
 template <typename F>
@@ -740,7 +763,8 @@ NHWC_INLINE void with_narrow_line(int64_t C, int64_t longest, F&& f) {
 }
 
 // The gather's run_rows for pixels narrower than a vector (C < kNarrow), where a pixel at a
-// time leaves most of each vector empty and its bookkeeping costs more than its sums: as the
+// time leaves most of each vector empty and its bookkeeping costs more than its sums, and for
+// 16 channels or more where W grows more than 3 times (gather_chunk says why): as the
 // NCHW gather, each grad_out row of an input row's range is gathered along W into a line of
 // width * C values (the next input rows read it too: a few lines are kept, as the NCHW kernel's
 // LineCache), and the input row sums its lines along H in one contiguous loop. Per channel, the
@@ -766,6 +790,9 @@ NHWC_INLINE void gather_narrow_rows(const GatherPlan<scalar_t>& p, int64_t begin
   constexpr bool bulk = std::is_same_v<scalar_t, Half>;
   std::vector<float> wide(bulk ? (read_hi - read_lo) * C : 0);
   auto gather = [&](opmath_t* line, const auto* go) {  // go: the grad_out row from column read_lo
+    if (C >= kNarrow) {
+      return gather_wide_line(cols, go, read_lo, C, line);
+    }
     with_narrow_line(C, cols.longest, [&](auto c_tag, auto k_tag) {
       gather_narrow_line<decltype(c_tag)::value, decltype(k_tag)::value>(cols, go, read_lo, line);
     });
@@ -879,8 +906,14 @@ static void gather_chunk(const scalar_t* grad_out, scalar_t* grad_in, const Resi
   // stored, and W not upsampled (float16: any W). Where W grows in float, bfloat16 and float64,
   // a pixel's few ranges along W are long and its vector path as fast or faster (measured on
   // 2-7 channels at x2 and x2.5).
-  const bool narrow_rows = g.channels > 1 && g.channels < kNarrow && !cols.weight.empty() && cols.longest <= 8 &&
-                           (std::is_same_v<scalar_t, Half> || g.W_out <= g.W_in);
+  // Lines for 16 channels or more too where W grows more than about 3 times (ranges along W of 7
+  // outputs or more): a pixel at a time reads each grad_out pixel once per input pixel that sums
+  // it (four), a line reads it once; measured 1.07x at x4 (32 channels) to 1.7x at x7-x8 (128 and
+  // 256 channels into a 5 x 4 or 11 x 11 input), and 0.97x at x3, 0.5x with 8 channels at x4.
+  const bool narrow_rows = !cols.weight.empty() &&
+                           ((g.channels > 1 && g.channels < kNarrow && cols.longest <= 8 &&
+                             (std::is_same_v<scalar_t, Half> || g.W_out <= g.W_in)) ||
+                            (g.channels >= 16 && cols.longest > 6));
   const GatherPlan<scalar_t> plan{grad_out, grad_in, g, cols, rh, rows ? &*rows : nullptr,
                                   read_columns<scalar_t>(cols, g.channels),
                                   narrow_rows ? longest_range<opmath_t>(g.H_in, g.H_out, rh, g.mode, kLineSlots) : 0};
