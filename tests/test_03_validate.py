@@ -944,6 +944,35 @@ def test_profile_cpu_operators_starting_together(profiling, monkeypatch):
 
 
 @pytest.mark.exercise("profile-call")
+def test_profile_cpu_operators_on_two_threads(profiling, monkeypatch):
+    """Top-level is per thread: an operator of another thread that runs while one of this thread does
+    is top-level on its own (intra-op threads, a DataLoader's worker). The call's events are real;
+    its operators are these, on its thread and on another."""
+    real = profiling.trace_events
+    seen = []
+
+    def crafted(prof):
+        events = [e for e in real(prof) if e["cat"] != "cpu_op"]
+        ranges = [e for e in events if e["cat"] == "user_annotation" and not e["name"].startswith("ProfilerStep")]
+        call = max(ranges or events, key=lambda e: e["ts"])
+        t0, tid, pid = call["ts"] + 50.0, call["tid"], call["pid"]
+        other = (tid + 1) if isinstance(tid, int) else f"{tid}-worker"
+        ops = [("aten::outer", t0, 500.0, tid), ("aten::inner", t0 + 10.0, 50.0, tid),
+               ("aten::worker", t0 + 100.0, 200.0, other)]
+        seen.append(True)
+        return events + [{"name": n, "cat": "cpu_op", "ts": ts, "dur": d, "pid": pid, "tid": t} for n, ts, d, t in ops]
+
+    monkeypatch.setattr(profiling, "trace_events", crafted)
+    p = profiled(profiling, lambda: time.sleep(0.002), "cpu")
+    if not seen:
+        pytest.skip("profile_call does not read the profile through trace_events; this case feeds it one")
+    assert (p.kernels, p.device_us) == (2, 700.0), (
+        f"an operator of 500 µs (with one of 50 µs inside it) on the call's thread, and one of 200 µs on another "
+        f"thread while it runs: 2 top-level operators, 700 µs; profile_call gave kernels={p.kernels}, "
+        f"device_us={p.device_us:g} (is 'inside another operator' decided across threads instead of per thread?)")
+
+
+@pytest.mark.exercise("profile-call")
 def test_profile_cpu_host_time(profiling):
     """A call that sleeps 30 ms in Python inside two nested record_function ranges, then runs one small
     operator: the host's time is 30 ms (once, not once per range), the operators' time small."""

@@ -620,6 +620,37 @@ def test_fake_refuses_what_eager_refuses(op, name, case, make, message, cuda):
         args = [a.to("meta") if isinstance(a, torch.Tensor) else a for a in make()]
         with expect_error(message, RuntimeError, what=f"ch05::{name} on meta tensors with {case}"):
             getattr(torch.ops.ch05, name)(*args)
+        # The same message as the C++ op, what follows "got" too (a dtype may be named either way:
+        # torch.int32 or c10's Int).
+        eager = _first_line(lambda: getattr(torch.ops.ch05, name)(*make()))
+        with FakeTensorMode():
+            args = make()
+            fake = _first_line(lambda: getattr(torch.ops.ch05, name)(*args))
+        assert _c10_dtype_names(fake) == eager, (
+            f"the fake ch05::{name} with {case} says {fake!r}, the C++ op {eager!r}: a traced program must fail "
+            "with the eager op's message, the shapes and values it reports included")
+
+
+def _first_line(call) -> str | None:
+    """The first line of the RuntimeError that call() raises (None: it raises none)."""
+    try:
+        call()
+    except RuntimeError as e:
+        return str(e).strip().splitlines()[0]
+    return None
+
+
+_C10_NAMES = {torch.float64: "Double", torch.float32: "Float", torch.float16: "Half", torch.bfloat16: "BFloat16",
+              torch.int32: "Int", torch.int64: "Long", torch.int16: "Short", torch.int8: "Char", torch.uint8: "Byte",
+              torch.bool: "Bool", torch.complex64: "ComplexFloat", torch.complex128: "ComplexDouble",
+              torch.float8_e4m3fn: "Float8_e4m3fn", torch.float8_e5m2: "Float8_e5m2"}
+
+
+def _c10_dtype_names(message: str | None) -> str | None:
+    """message with Python's dtype names (torch.int32) written as c10's (Int), as C++ prints them."""
+    if message is None:
+        return None
+    return re.sub(r"torch\.(\w+)", lambda m: _C10_NAMES.get(getattr(torch, m.group(1), None), m.group(0)), message)
 
 
 # Device faults only a fake can show on any machine (fake tensors may sit on GPUs that do not

@@ -102,9 +102,10 @@ def axis_ratio(n_in: int, n_out: int, mode: str, scale: float | None, coord: tor
     return torch.tensor(n_in, dtype=coord) / torch.tensor(n_out, dtype=coord)
 
 
-def axis_matrix(n_in: int, n_out: int, mode: str, scale: float | None = None,
-                coord: torch.dtype = torch.float64) -> torch.Tensor:
-    """M (n_out, n_in), float64, with out = M @ x along one axis; coordinates computed in `coord`."""
+def axis_taps(n_in: int, n_out: int, mode: str, scale: float | None = None,
+              coord: torch.dtype = torch.float64) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Each output's two taps along one axis, i0 and i1, and the weight of i1 (float64): output d
+    is (1 - lam[d]) * x[i0[d]] + lam[d] * x[i1[d]]; coordinates computed in `coord`."""
     ratio = axis_ratio(n_in, n_out, mode, scale, coord)
     d = torch.arange(n_out, dtype=coord)
     if mode == "half_pixel":
@@ -114,7 +115,13 @@ def axis_matrix(n_in: int, n_out: int, mode: str, scale: float | None = None,
     f = torch.floor(s)
     i0 = f.long().clamp(0, n_in - 1)
     i1 = (i0 + 1).clamp(max=n_in - 1)
-    lam = (s - f).double()
+    return i0, i1, (s - f).double()
+
+
+def axis_matrix(n_in: int, n_out: int, mode: str, scale: float | None = None,
+                coord: torch.dtype = torch.float64) -> torch.Tensor:
+    """M (n_out, n_in), float64, with out = M @ x along one axis; coordinates computed in `coord`."""
+    i0, i1, lam = axis_taps(n_in, n_out, mode, scale, coord)
     m = torch.zeros(n_out, n_in, dtype=torch.float64)
     rows = torch.arange(n_out)
     m.index_put_((rows, i0), 1 - lam, accumulate=True)
@@ -140,6 +147,23 @@ def ref_backward(grad_out: torch.Tensor, input_size, mode: str, scales=(None, No
     """float64 M_h^T @ grad_out @ M_w: the transpose of the forward."""
     mh, mw = matrices(input_size, grad_out.shape[2:], mode, scales, OPMATH[grad_out.dtype], grad_out.device)
     return mh.T @ grad_out.detach().double() @ mw
+
+
+def ref_backward_taps(grad_out: torch.Tensor, input_size, mode: str) -> torch.Tensor:
+    """ref_backward without the matrices, for axes too long for one: each output's two taps along
+    H, then along W, added into a float64 gradient (index_add_)."""
+    g = grad_out.detach().double()
+    coord = OPMATH[grad_out.dtype]
+    (h_in, w_in), (n, c, h_out, w_out) = input_size, g.shape
+    i0, i1, lam = axis_taps(h_in, h_out, mode, None, coord)
+    t = torch.zeros(n, c, h_in, w_out, dtype=torch.float64)
+    t.index_add_(2, i0, g * (1 - lam)[:, None])
+    t.index_add_(2, i1, g * lam[:, None])
+    j0, j1, mu = axis_taps(w_in, w_out, mode, None, coord)
+    r = torch.zeros(n, c, h_in, w_in, dtype=torch.float64)
+    r.index_add_(3, j0, t * (1 - mu))
+    r.index_add_(3, j1, t * mu)
+    return r
 
 
 def torch_grad(x: torch.Tensor, grad_out: torch.Tensor, align_corners: bool, **kwargs) -> torch.Tensor:
@@ -1000,20 +1024,26 @@ def test_channels_last_same_bits_as_nchw_cpu(up, mode):
                              f"gather {what}, channels_last vs NCHW")
 
 
-def float32_rounded_once(call, t: torch.Tensor, what: str) -> None:
+def float32_rounded_once(call, t: torch.Tensor, what: str, reference=None) -> None:
     """call(t, mode) on float16 or bfloat16 `t`, in both layouts and every mode: the bits of call on
-    t's values in float32 in the same layout (the same kernel), rounded once to t's dtype."""
+    t's values in float32 in the same layout (the same kernel), rounded once to t's dtype. With
+    reference(t32, mode) (float64), the float32 result is checked against it first: a mistake
+    that both dtypes share would otherwise agree with itself."""
     for mode in MODES:
         for layout, u in [("NCHW", t), ("channels_last", t.contiguous(memory_format=torch.channels_last))]:
-            want = call(u.float(), mode).to(t.dtype).contiguous()
+            got32 = call(u.float(), mode)
+            if reference is not None:
+                check(got32, reference(u.float(), mode), f"{what}, {mode}, {layout}, in float32")
+            want = got32.to(t.dtype).contiguous()
             same_bits_or_nan(call(u, mode).contiguous(), want, f"{what}, {mode}, {layout}, against float32 rounded once")
 
 
-# (grad_out shape, input size): rows chunked at 65536 columns, one chunk that no output reads; rows
-# of 7 and 29 values (NCHW: planes widened in blocks, the last block of a task cut short), and of
-# 13 in planes too large for a block
-HALF_BULK_SHAPES = [((1, 1, 2, 2), (3, 200000)), ((2, 1, 3, 5), (4, 140000)), ((1, 2, 46, 61), (73, 98)),
-                    ((2, 256, 8, 6), (10, 7)), ((3, 5, 7, 9), (11, 29)), ((1, 3, 1500, 9), (1400, 13))]
+# (grad_out shape, input size): rows chunked at 65536 columns, one chunk that no output reads, and
+# with input rows that no output reads; rows of 7 and 29 values (NCHW: planes widened in blocks,
+# the last block of a task cut short), and of 13 in planes too large for a block
+HALF_BULK_SHAPES = [((1, 1, 2, 2), (3, 200000)), ((2, 1, 3, 5), (4, 140000)), ((1, 1, 2, 2), (6, 70000)),
+                    ((1, 2, 46, 61), (73, 98)), ((2, 256, 8, 6), (10, 7)), ((3, 5, 7, 9), (11, 29)),
+                    ((1, 3, 1500, 9), (1400, 13))]
 
 
 @pytest.mark.exercise("gather-backward")
@@ -1026,7 +1056,25 @@ def test_cpu_float16_gather_same_bits_as_float32(up, go_shape, size, dtype):
     bulk there), and on small planes (converted a block of planes at a time)."""
     backward = torch.ops.ch06._upsample_bilinear2d_backward_kernel
     float32_rounded_once(lambda t, mode: backward(t, list(size), mode, "gather"), torch.randn(go_shape).to(dtype),
-                         f"{dtype} gather, {list(go_shape)} -> {list(size)}")
+                         f"{dtype} gather, {list(go_shape)} -> {list(size)}",
+                         reference=lambda t, mode: ref_backward(t, size, mode))
+
+
+# (grad_out shape, input size): more than 65536 input rows, the gather's path without a table of
+# the rows (their ranges and weights computed per row), H grown, shrunk, and kept with W grown
+UNTABLED_ROWS = [((1, 1, 140000, 1), (70000, 1)), ((1, 2, 35000, 3), (70000, 3)), ((1, 1, 70001, 2), (70001, 5))]
+
+
+@pytest.mark.exercise("gather-backward")
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("go_shape, size", UNTABLED_ROWS, ids=[f"{c[0]}-to-{c[1]}" for c in UNTABLED_ROWS])
+def test_backward_untabled_rows_cpu(up, go_shape, size, mode):
+    """Inputs of more than 65536 rows, where the gather computes each row's range and weights itself
+    (no row table): float32 against the reference, in both layouts."""
+    grad_out = torch.randn(go_shape)
+    ref = ref_backward_taps(grad_out, size, mode)
+    for layout, g in [("NCHW", grad_out), ("channels_last", grad_out.contiguous(memory_format=torch.channels_last))]:
+        check(bw(g, list(size), mode, "gather"), ref, f"gather {list(go_shape)} -> {list(size)}, {mode}, {layout}")
 
 
 # (input shape, output size): short rows in runs of many (a task's last run cut short); narrow rows

@@ -457,3 +457,10 @@ VARIANTS += [
             "    out[n * F + f] = static_cast<scalar_t>(a);\n"
             "  }\n", cuda_only=True, correct=True),
 ]
+
+# A reviewer's mistakes (a set written without these variants at hand), each a class the tests close.
+VARIANTS += [
+    Variant("profile-top-level-across-threads", "decides 'inside another operator' across all threads: an "
+            "operator of another thread during one of this thread is dropped",
+            _PROF, 'if e["ts"] >= ends.get(e["tid"], float("-inf")):', 'if e["ts"] >= ends.get(0, float("-inf")):'),
+]

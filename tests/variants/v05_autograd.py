@@ -428,3 +428,9 @@ VARIANTS += [
             "value: halving is exact)", TRI, "u = (tl.load(p, mask=n_ok).to(compute) + 1) * 0.5",
             "u = tl.load(p, mask=n_ok, other=0.0).to(compute) * 0.5 + 0.5", correct=True),
 ]
+
+# A reviewer's mistakes (a set written without these variants at hand), each a class the tests close.
+VARIANTS += [
+    Variant("fake-message-shape-repr", "the fake's message prints torch.Size([4, 8]) where the C++ op prints [4, 8]",
+            OP, "(N, 8, F), got {list(feats.shape)}\")", "(N, 8, F), got {feats.shape}\")"),
+]

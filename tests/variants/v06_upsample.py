@@ -870,3 +870,16 @@ VARIANTS += [
             "        acc += plan_weight(rows, dh, h) * line;\n"
             "      }\n", cuda_only=True, correct=True),
 ]
+
+# A reviewer's mistakes (a set written without these variants at hand), each a class the tests close.
+VARIANTS += [
+    Variant("cpu-gather-row-taps-h-out", "the rows' weights without a row table (more than 65536 input rows) "
+            "from taps computed on H_out instead of H_in",
+            "csrc/upsample_cpu.cpp",
+            "rows ? rows->weight_of(h, dh) : tap_weight<opmath_t>(source_taps<opmath_t>(dh, g.H_in, rh, g.mode), h);",
+            "rows ? rows->weight_of(h, dh) : tap_weight<opmath_t>(source_taps<opmath_t>(dh, g.H_out, rh, g.mode), h);"),
+    Variant("cpu-gather-unread-row-fill-to-row-end", "zeroes an unread input row to the end of the row instead "
+            "of the chunk: with rows done in chunks of 65536 columns it overwrites the next row's columns",
+            "csrc/upsample_cpu.cpp", "std::fill(gi_row, gi_row + width, static_cast<scalar_t>(0));",
+            "std::fill(gi_row, gi_row + g.W_in, static_cast<scalar_t>(0));"),
+]
