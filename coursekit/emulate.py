@@ -22,8 +22,8 @@ value is never used, and with it the out-of-bounds read a GPU build may keep); a
 16 works on a CPU, and stops a kernel on a GPU ("misaligned address"), so the judge stops it too;
 and, where the compiler has it (GCC 12, clang 8), with -ftrivial-auto-var-init=pattern: a local
 variable read before it is set (`float acc;` then `acc += ...`) holds 0xFE bytes (-1.7e38 as a
-float, -5.3e303 as a double) instead of what the thread's stack held, which is often 0 or an
-earlier thread's value, right by luck.
+float, -5.3e303 as a double) instead of what the thread's stack held: often 0, which a missing
+`= 0` needs to pass, or an earlier thread's value.
 
     from coursekit import emulate
     mod = emulate.build("02", source_folder)   # None: the chapter itself
@@ -48,11 +48,10 @@ PATTERN = "-ftrivial-auto-var-init=pattern"
 
 
 @functools.lru_cache(maxsize=None)
-def _checks() -> tuple[str, ...]:
-    """The compiler flags of the judge's checks: ALIGNMENT, and PATTERN where the compiler takes it."""
+def _checks(cxx: str) -> tuple[str, ...]:
+    """The compiler flags of the judge's checks: ALIGNMENT, and PATTERN where the compiler `cxx` takes it."""
     import subprocess
 
-    cxx = os.environ.get("CXX", "c++")  # the compiler torch.utils.cpp_extension uses
     try:
         ok = subprocess.run([cxx, PATTERN, "-x", "c++", "-fsyntax-only", "-"], input="", capture_output=True,
                             text=True).returncode == 0
@@ -222,7 +221,7 @@ def build_program(source: str | Path, defines: tuple[str, ...] = ()) -> Path:
 
     source = Path(source).resolve()
     text = transform(source.read_text(), str(source))
-    digest = hashlib.sha1(text.encode() + " ".join((*defines, *_checks())).encode())
+    digest = hashlib.sha1(text.encode() + " ".join((*defines, *_checks("c++"))).encode())
     headers = sorted(p for p in source.parent.iterdir() if p.suffix in (".h", ".cuh"))  # its own includes
     for f in sorted(EMU.iterdir()) + headers:
         digest.update(f.name.encode() + f.read_bytes())
@@ -232,7 +231,7 @@ def build_program(source: str | Path, defines: tuple[str, ...] = ()) -> Path:
         out.mkdir(parents=True, exist_ok=True)
         (out / f"{source.stem}.cpp").write_text(text)
         tmp = Path(f"{exe}.{os.getpid()}")  # then renamed: a parallel build of the same program is harmless
-        cmd = ["c++", "-std=c++17", "-O0", "-g", *_checks(), "-DCOURSE_EMULATE", *(f"-D{d}" for d in defines), f"-I{EMU}", f"-I{source.parent}",
+        cmd = ["c++", "-std=c++17", "-O0", "-g", *_checks("c++"), "-DCOURSE_EMULATE", *(f"-D{d}" for d in defines), f"-I{EMU}", f"-I{source.parent}",
                "-include", "cuda_emu_runtime.h", str(out / f"{source.stem}.cpp"), "-o", str(tmp)]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
@@ -260,7 +259,8 @@ def build(number: str, source: str | Path | None = None) -> ModuleType:
             files[f.name] = f.read_text()
     if spec["sources"] == ["*.cu"]:
         spec = dict(spec, sources=sorted(name for name in files if name.endswith(".cu")))
-    digest = hashlib.sha1(" ".join(_checks()).encode())
+    checks = _checks(os.environ.get("CXX", "c++"))  # the compiler torch.utils.cpp_extension uses
+    digest = hashlib.sha1(" ".join(checks).encode())
     for name, text in sorted(files.items()):
         digest.update(name.encode() + text.encode())
     for f in sorted(EMU.iterdir()):
@@ -289,6 +289,6 @@ def build(number: str, source: str | Path | None = None) -> ModuleType:
                     # (upsample_forward_cuda, ...). Not -Bsymbolic: that would also bind the C++
                     # library's template statics it instantiates (a locale facet's id) to its own
                     # copies, and a stream's output then crashes.
-                    extra_cflags=["-O0", *_checks(), "-DCOURSE_EMULATE", "-Wno-unused-variable",
+                    extra_cflags=["-O0", *checks, "-DCOURSE_EMULATE", "-Wno-unused-variable",
                                   "-fvisibility=hidden"],
                     verbose=False)
