@@ -1061,7 +1061,8 @@ def test_cpu_float16_gather_same_bits_as_float32(up, go_shape, size, dtype):
 
 
 # (grad_out shape, input size): more than 65536 input rows, the gather's path without a table of
-# the rows (their ranges and weights computed per row), H grown, shrunk, and kept with W grown
+# the rows (their ranges and weights computed per row); the forward's H grown, shrunk, and kept
+# with W shrunk
 UNTABLED_ROWS = [((1, 1, 140000, 1), (70000, 1)), ((1, 2, 35000, 3), (70000, 3)), ((1, 1, 70001, 2), (70001, 5))]
 
 
