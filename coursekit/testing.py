@@ -39,8 +39,10 @@ def assert_finite(out: torch.Tensor, what: str = "output") -> None:
     bad = ~torch.isfinite(out.detach().cpu())
     if bad.any():
         idx = tuple(int(j) for j in bad.nonzero()[0])
-        raise AssertionError(f"{what}: {int(bad.sum())} of {out.numel()} elements are NaN/Inf (never written, a stub, or "
-                             f"computed from a value no thread wrote: a __shared__ slot, or a local variable read before it is set?); first at {idx}: got {out.detach().flatten()[int(bad.flatten().nonzero()[0])].item()}")
+        raise AssertionError(f"{what}: {int(bad.sum())} of {out.numel()} elements are NaN/Inf (never written, a stub, "
+                             f"computed from a value never set: a __shared__ slot, a local variable; or arithmetic "
+                             f"such as 0/0, inf - inf, a division by a weight that can be 0?); first at {idx}: got "
+                             f"{out.detach().flatten()[int(bad.flatten().nonzero()[0])].item()}")
 
 
 def assert_close(out: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype | None = None, what: str = "output",
