@@ -166,8 +166,8 @@ def ulp_of(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 # float16 step, a fast approximation or a short constant; float16 and bfloat16: 16 ulp.
 ROUNDING_SIZED = {torch.float64: 2.0**-14, torch.float32: 2.0**-10, torch.float16: 2.0**-6, torch.bfloat16: 2.0**-3}
 PRECISION_ADVICE = {
-    torch.float64: "Off by a rounding of float32: does some step go through float32 (a float variable, an f "
-                   "literal, float as the arithmetic type)?",
+    torch.float64: "Off by a rounding of float32 or less: does some step go through float32 (a float variable, "
+                   "an f literal, float as the arithmetic type), or is a constant written with too few digits?",
     torch.float32: "A near miss, larger than float32's rounding: a step in a 16-bit type, a fast approximation "
                    "(__expf), or a constant with too few digits?",
     torch.float16: "Off by roundings: compute in float (at::opmath_type) and round to float16 once, at the end.",

@@ -74,6 +74,23 @@ def test_scale_promotes_like_python(ext):
 
 
 @pytest.mark.exercise("scale")
+def test_scale_inplace_refuses_what_mul_refuses(ext):
+    """In place, as x.mul_(2.5): an integer tensor cannot hold x * 2.5, so PyTorch raises and leaves x
+    as it was; a copy of the product back into x would silently truncate it."""
+    x = torch.tensor([1, 2, -3])
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        x.clone().mul_(2.5)  # what PyTorch does
+    try:
+        ext.scale(x, 2.5, inplace=True)
+    except RuntimeError:
+        pass
+    else:
+        raise AssertionError(f"scale(tensor([1, 2, -3]), 2.5, inplace=True) returned, leaving x = {x.tolist()}; "
+                             "x.mul_(2.5) raises: an int64 tensor cannot hold the float product")
+    assert x.tolist() == [1, 2, -3], f"scale(..., inplace=True) raised but changed x to {x.tolist()}"
+
+
+@pytest.mark.exercise("scale")
 @pytest.mark.parametrize("inplace", [False, True])
 def test_scale_keeps_precision_and_layout(ext, inplace):
     """A float64 tensor scaled by a double stays float64 to the last bit; a view keeps its strides."""

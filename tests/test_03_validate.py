@@ -153,6 +153,18 @@ def test_reference_float64_element_by_element(reference, spread):
 
 
 @pytest.mark.exercise("reference")
+def test_reference_mixed_dtypes(reference):
+    """The features' dtype decides the arithmetic: float64 features with float32 points are computed
+    in float64 (the points converted, exactly), not in the points' float32."""
+    feats, points = inputs(400, 12, dtype=torch.float64)
+    points32 = points.float()
+    out = reference.trilinear(feats, points32)
+    assert out.dtype == torch.float64, f"reference.trilinear(float64 feats, float32 points) returned {out.dtype}"
+    assert_float64(out, by_formula(feats, points32.double()),
+                   what="reference (float64 feats, float32 points: computed in float64)")
+
+
+@pytest.mark.exercise("reference")
 def test_reference_weights(reference):
     points = torch.rand(50, 3, dtype=torch.float64) * 4 - 2  # inside and outside the cube
     w = reference.corner_weights(points)

@@ -27,3 +27,10 @@ VARIANTS = [
             "to integers (x * 2.5 is float)",
             "csrc/hello.cpp", "  return x.mul(factor);\n  // END", "  return x.mul(factor).to(x.scalar_type());\n  // END"),
 ]
+
+# A reviewer's mistakes (a set written without these variants at hand), each a class the tests close.
+VARIANTS += [
+    Variant("scale-inplace-copy-back", "in place as a copy of the product back into x: an int64 tensor times "
+            "2.5 is truncated silently, where x.mul_(2.5) raises",
+            "csrc/hello.cpp", "    return x.mul_(factor);", "    return x.copy_(x.mul(factor));"),
+]

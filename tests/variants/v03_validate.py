@@ -460,6 +460,10 @@ VARIANTS += [
 
 # A reviewer's mistakes (a set written without these variants at hand), each a class the tests close.
 VARIANTS += [
+    Variant("reference-compute-type-from-points", "the arithmetic type from the points' dtype: float64 features "
+            "with float32 points are computed in float32",
+            "reference.py", "compute = torch.promote_types(feats.dtype, torch.float32)",
+            "compute = torch.promote_types(points.dtype, torch.float32)"),
     Variant("profile-top-level-across-threads", "decides 'inside another operator' across all threads: an "
             "operator of another thread during one of this thread is dropped",
             _PROF, 'if e["ts"] >= ends.get(e["tid"], float("-inf")):', 'if e["ts"] >= ends.get(0, float("-inf")):'),
