@@ -925,12 +925,11 @@ def test_profile_cpu_nested_operators_count_once(profiling):
     assert 40_000 <= p.host_us < 60_000, f"the call takes about 40 ms on the host, host_us = {p.host_us:.0f} µs"
 
 
-@pytest.mark.exercise("profile-call")
-def test_profile_cpu_operators_starting_together(profiling, monkeypatch):
-    """A trace gives times in microseconds, and a thin operator starts the one inside it at once: two
-    operators (and a third inside both) can share a start time, the inner ones listed first. The longer
-    is the top-level one. An operator that starts exactly where the previous top-level one ends is
-    top-level too. The call's events are real; its operators are these, placed inside its range."""
+def profiled_with_operators(profiling, monkeypatch, ops):
+    """profile_call of a short sleep whose trace's cpu_op events are replaced by `ops`: (name, start
+    after the call's range begins + 50 µs, duration µs, on another thread than the call's?). The
+    call's other events are real. Skips when profile_call does not read the trace through
+    trace_events."""
     real = profiling.trace_events
     seen = []
 
@@ -939,15 +938,27 @@ def test_profile_cpu_operators_starting_together(profiling, monkeypatch):
         ranges = [e for e in events if e["cat"] == "user_annotation" and not e["name"].startswith("ProfilerStep")]
         call = max(ranges or events, key=lambda e: e["ts"])  # the call's own range: the last to start
         t0, tid, pid = call["ts"] + 50.0, call["tid"], call["pid"]
-        ops = [("aten::leaf", t0, 5.0), ("aten::inner", t0, 20.0), ("aten::outer", t0, 500.0),
-               ("aten::next", t0 + 500.0, 100.0)]
+        other = (tid + 1) if isinstance(tid, int) else f"{tid}-worker"
         seen.append(True)
-        return events + [{"name": n, "cat": "cpu_op", "ts": ts, "dur": d, "pid": pid, "tid": tid} for n, ts, d in ops]
+        return events + [{"name": n, "cat": "cpu_op", "ts": t0 + at, "dur": d, "pid": pid, "tid": other if apart else tid}
+                         for n, at, d, apart in ops]
 
     monkeypatch.setattr(profiling, "trace_events", crafted)
     p = profiled(profiling, lambda: time.sleep(0.002), "cpu")
     if not seen:
         pytest.skip("profile_call does not read the profile through trace_events; this case feeds it one")
+    return p
+
+
+@pytest.mark.exercise("profile-call")
+def test_profile_cpu_operators_starting_together(profiling, monkeypatch):
+    """A trace gives times in microseconds, and a thin operator starts the one inside it at once: two
+    operators (and a third inside both) can share a start time, the inner ones listed first. The longer
+    is the top-level one. An operator that starts exactly where the previous top-level one ends is
+    top-level too. The call's events are real; its operators are these, placed inside its range."""
+    p = profiled_with_operators(profiling, monkeypatch, [("aten::leaf", 0.0, 5.0, False), ("aten::inner", 0.0, 20.0, False),
+                                                         ("aten::outer", 0.0, 500.0, False),
+                                                         ("aten::next", 500.0, 100.0, False)])
     assert (p.kernels, p.device_us) == (2, 600.0), (
         f"operators of 5, 20 and 500 µs starting together (listed shortest first), then one of 100 µs starting "
         f"where they end: 2 top-level operators, 600 µs; profile_call gave kernels={p.kernels}, "
@@ -960,24 +971,9 @@ def test_profile_cpu_operators_on_two_threads(profiling, monkeypatch):
     """Top-level is per thread: an operator of another thread that runs while one of this thread does
     is top-level on its own (intra-op threads, a DataLoader's worker). The call's events are real;
     its operators are these, on its thread and on another."""
-    real = profiling.trace_events
-    seen = []
-
-    def crafted(prof):
-        events = [e for e in real(prof) if e["cat"] != "cpu_op"]
-        ranges = [e for e in events if e["cat"] == "user_annotation" and not e["name"].startswith("ProfilerStep")]
-        call = max(ranges or events, key=lambda e: e["ts"])
-        t0, tid, pid = call["ts"] + 50.0, call["tid"], call["pid"]
-        other = (tid + 1) if isinstance(tid, int) else f"{tid}-worker"
-        ops = [("aten::outer", t0, 500.0, tid), ("aten::inner", t0 + 10.0, 50.0, tid),
-               ("aten::worker", t0 + 100.0, 200.0, other)]
-        seen.append(True)
-        return events + [{"name": n, "cat": "cpu_op", "ts": ts, "dur": d, "pid": pid, "tid": t} for n, ts, d, t in ops]
-
-    monkeypatch.setattr(profiling, "trace_events", crafted)
-    p = profiled(profiling, lambda: time.sleep(0.002), "cpu")
-    if not seen:
-        pytest.skip("profile_call does not read the profile through trace_events; this case feeds it one")
+    p = profiled_with_operators(profiling, monkeypatch, [("aten::outer", 0.0, 500.0, False),
+                                                         ("aten::inner", 10.0, 50.0, False),
+                                                         ("aten::worker", 100.0, 200.0, True)])
     assert (p.kernels, p.device_us) == (2, 700.0), (
         f"an operator of 500 µs (with one of 50 µs inside it) on the call's thread, and one of 200 µs on another "
         f"thread while it runs: 2 top-level operators, 700 µs; profile_call gave kernels={p.kernels}, "
