@@ -516,6 +516,17 @@ std::vector<int64_t> read_columns(const GatherTable<opmath_type<scalar_t>>& cols
   return read;
 }
 
+// The grad_out rows [first, stop) that read input row h: from the plan's row table, else computed.
+template <typename scalar_t>
+NHWC_INLINE void input_row_range(const GatherPlan<scalar_t>& p, int64_t h, int64_t& first, int64_t& stop) {
+  if (p.rows != nullptr) {
+    first = p.rows->begin[h];
+    stop = p.rows->end[h];
+  } else {
+    gather_range<opmath_type<scalar_t>>(h, p.g.H_in, p.g.H_out, p.rh, p.g.mode, first, stop);
+  }
+}
+
 // The grad_out rows that one input row gathers in one pass: each row's start and its weight wy.
 template <typename scalar_t, typename opmath_t>
 struct RowBlock {
@@ -801,12 +812,7 @@ NHWC_INLINE void gather_narrow_rows(const GatherPlan<scalar_t>& p, int64_t begin
     const int64_t n = row / g.H_in, h = row % g.H_in;
     scalar_t* gi_row = p.grad_in + (row * g.W_in + cols.lo) * C;
     int64_t first, stop;  // the grad_out rows that read input row h
-    if (p.rows != nullptr) {
-      first = p.rows->begin[h];
-      stop = p.rows->end[h];
-    } else {
-      gather_range<opmath_t>(h, g.H_in, g.H_out, p.rh, g.mode, first, stop);
-    }
+    input_row_range(p, h, first, stop);
     if (first >= stop) {
       std::fill(gi_row, gi_row + length, round_to<scalar_t>(opmath_t(0)));
       continue;
@@ -859,12 +865,7 @@ NHWC_INLINE void run_rows(const GatherPlan<scalar_t>& p, int64_t begin, int64_t 
     const int64_t n = row / g.H_in, h = row % g.H_in;
     scalar_t* gi_row = p.grad_in + (row * g.W_in + cols.lo) * C;
     int64_t first, stop;  // the grad_out rows that read input row h
-    if (p.rows != nullptr) {
-      first = p.rows->begin[h];
-      stop = p.rows->end[h];
-    } else {
-      gather_range<opmath_t>(h, g.H_in, g.H_out, p.rh, g.mode, first, stop);
-    }
+    input_row_range(p, h, first, stop);
     if (first >= stop) {
       std::fill(gi_row, gi_row + length, round_to<scalar_t>(opmath_t(0)));
       continue;
