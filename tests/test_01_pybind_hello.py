@@ -77,6 +77,9 @@ def test_scale_promotes_like_python(ext):
 def test_scale_inplace_refuses_what_mul_refuses(ext):
     """In place, as x.mul_(2.5): an integer tensor cannot hold x * 2.5, so PyTorch raises and leaves x
     as it was; a copy of the product back into x would silently truncate it."""
+    f = torch.tensor([1.0, 2.0, -3.0])  # first what in place must do where the dtype can hold the product
+    ext.scale(f, 2.5, inplace=True)
+    assert f.tolist() == [2.5, 5.0, -7.5], f"scale(tensor([1., 2., -3.]), 2.5, inplace=True) left x = {f.tolist()}"
     x = torch.tensor([1, 2, -3])
     with pytest.raises(RuntimeError, match="can't be cast"):
         x.clone().mul_(2.5)  # what PyTorch does
