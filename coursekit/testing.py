@@ -335,3 +335,21 @@ def expect_error(pattern: str, exc_type: type[BaseException] = RuntimeError, wha
                              f"  expected (regex): {pattern}\n  got: {text[:300]}") from None
     else:
         raise AssertionError(f"{what} returned normally; expected {exc_type.__name__} matching: {pattern}")
+
+
+def assert_no_data_race(number: str, source) -> None:
+    """Chapter `number`'s CPU kernels, built from `source`, run under ThreadSanitizer with their
+    parallel_for chunks on three threads (coursekit/races.py): no two threads touch the same
+    memory, one of them writing, without an order between them. Skips where ThreadSanitizer is
+    not available."""
+    import pytest
+
+    from coursekit import races
+
+    reason = races.unavailable()
+    if reason:
+        pytest.skip(f"the thread judge needs ThreadSanitizer: {reason}")
+    found = races.check(number, source)
+    if found:
+        more = f"\n(ThreadSanitizer reports {len(found) - 1} more pair(s) of places.)" if len(found) > 1 else ""
+        raise AssertionError(found[0].message() + more)

@@ -12,8 +12,8 @@ import os
 import pytest
 import torch
 
-from coursekit.testing import (assert_bitwise, assert_close, assert_float64, assert_memcheck_clean, assert_rounded,
-                               assert_property, expect_error, memcheck_script, poisoned_empty)
+from coursekit.testing import (assert_bitwise, assert_close, assert_float64, assert_memcheck_clean, assert_no_data_race,
+                               assert_property, assert_rounded, expect_error, memcheck_script, poisoned_empty)
 
 CHAPTER = "02"
 
@@ -664,3 +664,12 @@ def test_runs_on_the_current_stream(ext, device):
     stream.synchronize()
     torch.cuda.synchronize()
     assert_close(out - 1, reference(feats, points).float(), torch.float32, what="forward on a side stream")
+
+
+# Last, as it is the slowest: a data race that gives right values (a `static` weight array, a
+# buffer declared outside the lambda), which no value test sees.
+@pytest.mark.exercise("cpu-kernel")
+def test_forward_cpu_threads_share_nothing(chapter_source):
+    """The CPU forward under ThreadSanitizer (coursekit/races.py), its chunks on three threads:
+    each task writes only its own outputs and its own locals."""
+    assert_no_data_race("02", chapter_source)

@@ -19,8 +19,8 @@ import torch.nn.functional as Fn
 from coursekit import ROOT
 from coursekit.build import load_python
 from coursekit.testing import (TOLERANCE, assert_bitwise, assert_close, assert_finite, assert_float64, assert_memcheck_clean,
-                               assert_property, assert_rounded, expect_error, memcheck_script, mismatch, poisoned_empty,
-                               ulp_of)
+                               assert_no_data_race, assert_property, assert_rounded, expect_error, memcheck_script, mismatch,
+                               poisoned_empty, ulp_of)
 
 CHAPTER = "04"
 
@@ -1308,3 +1308,12 @@ def test_gelu_bad_inputs(ext, device, case):
     fn, args, message = rows[case]
     with expect_error(message, what=f"{fn} with {case}"):
         getattr(ext, fn)(*args)
+
+
+# Last, as it is the slowest: a data race that gives right values (a `static` array, a buffer
+# declared outside the lambda), which no value test sees.
+@pytest.mark.exercise("points-grad-cpu")
+def test_points_grad_cpu_threads_share_nothing(chapter_source):
+    """The CPU forward and backward under ThreadSanitizer (coursekit/races.py), their chunks on
+    three threads: each task writes only its own outputs and its own locals."""
+    assert_no_data_race("04", chapter_source)

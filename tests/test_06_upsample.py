@@ -34,6 +34,7 @@ from coursekit.testing import (
     assert_bitwise,
     assert_finite,
     assert_memcheck_clean,
+    assert_no_data_race,
     memcheck_script,
     mismatch,
     assert_property,
@@ -2579,3 +2580,12 @@ def test_output_too_large_is_a_value_error(up):
     for kwargs in (dict(size=(1, 2**63)), dict(scale_factor=1e300), dict(size=(2**32, 2**31)), dict(size=(1, 2**61))):
         with expect_error(r"more (elements|bytes \(torch.float32\)) than an int64 can count", ValueError, what=str(kwargs)):
             up.upsample_bilinear(x, **kwargs)
+
+
+# Last, as it is the slowest: a data race that gives right values (a `static` array, a buffer
+# declared outside the lambda), which no value test sees.
+@pytest.mark.exercise("gather-backward")
+def test_backward_cpu_threads_share_nothing(chapter_source):
+    """The CPU kernels under ThreadSanitizer (coursekit/races.py), their chunks on three threads:
+    each task writes only its own outputs and its own locals."""
+    assert_no_data_race("06", chapter_source)

@@ -389,3 +389,32 @@ def test_property_and_mask_messages_show_the_values():
     x = torch.tensor([0.5, 1.5, 2.5, 3.5])
     text = _failure(lambda: testing.assert_mask(x > 2, x > 1, "mask", inputs=x))
     assert "1 of 4 elements wrong; first at (1,): got False, expected True (input 1.5)" in text, text
+
+
+def test_thread_judge_reads_thread_sanitizer_reports(tmp_path):
+    """coursekit/races.py turns ThreadSanitizer's reports into one message per pair of places: the
+    learner's file, line and code, what the shared memory is (a static, a buffer allocated before
+    the threads, the caller's local), the same pair once however many dtypes repeat it."""
+    from coursekit import races
+
+    csrc = tmp_path / "csrc"
+    csrc.mkdir()
+    (csrc / "k.cpp").write_text("int a;\nvoid f() {\n  w[0] = 1;\n  x = w[0];\n}\n")
+    frame = "    #0 operator() {path}:{line} (prog+0x12)\n    #1 std::thread::_M_run /usr/include/c++/12/thread:10 (prog+0x3)\n"
+
+    def report(first, second, location):
+        return ("==================\nWARNING: ThreadSanitizer: data race (pid=1)\n"
+                f"  Write of size 4 at 0x7f00 by thread T2:\n{frame.format(path=csrc / 'k.cpp', line=first)}\n"
+                f"  Previous {second[0]} of size 4 at 0x7f00 by thread T1:\n{frame.format(path=csrc / 'k.cpp', line=second[1])}\n"
+                f"  Location is {location}\n\nSUMMARY: ThreadSanitizer: data race\n==================\n")
+
+    text = (report(3, ("write", 3), "global 'f()::{lambda(long, long)#1}::w' of size 32 at 0x55 (prog+0x9)")
+            + report(3, ("write", 3), "global 'f<double>()::w' of size 64 at 0x56 (prog+0x9)")  # another dtype
+            + report(3, ("read", 4), "heap block of size 800 at 0x7b00 allocated by main thread:")
+            + report(3, ("write", 3), "stack of main thread."))
+    found = races.parse(text, csrc)
+    assert len(found) == 2, found  # the first two are one pair of places; the fourth is the same pair too
+    assert "two threads write `w` (a static or global variable) at k.cpp:3 (`w[0] = 1;`) at once" in found[0].message()
+    assert found[1].memory.startswith("a heap block of 800 bytes allocated outside the lambda")
+    assert "while another reads it at k.cpp:4 (`x = w[0];`)" in found[1].message()
+    assert races.parse("no report", csrc) == []

@@ -59,6 +59,23 @@ VARIANTS = [
             "the output NaN (0 * NaN and 0 * inf are NaN in the formula)",
             CPU, "acc += weight[k] * static_cast<opmath_t>(f_n[k * F + f]);",
             "if (weight[k] != 0) acc += weight[k] * static_cast<opmath_t>(f_n[k * F + f]);"),
+    Variant("cpu-static-weights", "the eight weights declared static: one array for every thread of parallel_for "
+            "(right values almost always; a data race)",
+            CPU, "      opmath_t weight[8];", "      static opmath_t weight[8];"),
+    Variant("cpu-weights-outside-lambda", "the weight array declared once, before parallel_for, and captured by "
+            "reference: every task writes the same eight weights (a data race)",
+            CPU, "  at::parallel_for(0, N, grain_size, [&](int64_t begin, int64_t end) {\n"
+            "    for (int64_t n = begin; n < end; ++n) {\n"
+            "      const opmath_t u = to_unit<opmath_t>(points[3 * n + 0]);\n"
+            "      const opmath_t v = to_unit<opmath_t>(points[3 * n + 1]);\n"
+            "      const opmath_t w = to_unit<opmath_t>(points[3 * n + 2]);\n"
+            "      opmath_t weight[8];\n",
+            "  opmath_t weight[8];\n"
+            "  at::parallel_for(0, N, grain_size, [&](int64_t begin, int64_t end) {\n"
+            "    for (int64_t n = begin; n < end; ++n) {\n"
+            "      const opmath_t u = to_unit<opmath_t>(points[3 * n + 0]);\n"
+            "      const opmath_t v = to_unit<opmath_t>(points[3 * n + 1]);\n"
+            "      const opmath_t w = to_unit<opmath_t>(points[3 * n + 2]);\n"),
     # ------------------------------------------------------------------ checks
     Variant("no-dtype-check", "accepts points of another dtype",
             CHK, "  TORCH_CHECK(points.scalar_type() == feats.scalar_type(),",

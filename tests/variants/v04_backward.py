@@ -97,6 +97,10 @@ VARIANTS = [
     Variant("weight-grad-through-float", "a float temporary in dW/du: float64 goes through float",
             "csrc/trilinear.h", "d_du = sx * wy * wz;", "d_du = static_cast<float>(sx * wy) * wz;"),
     # ------------------------------------------------------------------ points-grad-cpu (csrc/trilinear_cpu.cpp)
+    Variant("points-grad-static-sums", "the three sums declared static and set to 0 at each call: one set for "
+            "every thread of parallel_for (right values almost always; a data race)",
+            "csrc/trilinear_cpu.cpp", "  opmath_t gx = 0, gy = 0, gz = 0;\n",
+            "  static opmath_t gx, gy, gz;\n  gx = gy = gz = 0;\n"),
     Variant("missing-half", "forgets du/dx = 1/2",
             "csrc/trilinear_cpu.cpp", "gp_n[0] = static_cast<scalar_t>(opmath_t(0.5) * gx);",
             "gp_n[0] = static_cast<scalar_t>(gx);"),

@@ -3,6 +3,12 @@
 
 from coursekit.exercises import Variant
 
+# The comment that opens a task of the gather backward (csrc/upsample_cpu.cpp), which a variant moves code across.
+_TASK_COMMENT = ("    // This task owns grad_in rows [begin, end): it writes each of their\n"
+                 "    // elements once, and nothing else. grad_out row dh goes to slot\n"
+                 "    // dh % slots of the cache: consecutive rows of a range never share a\n"
+                 "    // slot, so a range of up to `slots` rows is gathered along W once.\n")
+
 VARIANTS = [
     # --- source-coordinate (csrc/upsample.h: axis_ratio, source_coordinate) -------------------
     Variant("missing-clamp", "lets the half-pixel coordinate go negative at the top/left edge",
@@ -381,6 +387,18 @@ VARIANTS = [
             "range can reach, instead of the `slots` computed for it: H_out * W_in values per task",
             "csrc/upsample_cpu.cpp", "    LineCache<opmath_t> cache(slots, width);",
             "    LineCache<opmath_t> cache(g.H_out, width);"),
+    Variant("cpu-gather-static-acc", "keeps the accumulator row in a static vector (no allocation per task): "
+            "one row for every thread of parallel_for (a data race)",
+            "csrc/upsample_cpu.cpp", "    std::vector<opmath_t> acc(width);\n",
+            "    static std::vector<opmath_t> acc;\n    acc.resize(width);\n"),
+    Variant("cpu-gather-acc-outside-lambda", "allocates the accumulator row once, before parallel_for, and "
+            "captures it by reference: every task sums into the same row (a data race)",
+            "csrc/upsample_cpu.cpp",
+            "  torch::stable::parallel_for(0, n_rows, grain, [&](int64_t begin, int64_t end) {\n" + _TASK_COMMENT +
+            "    LineCache<opmath_t> cache(slots, width);\n    std::vector<opmath_t> acc(width);\n",
+            "  std::vector<opmath_t> acc(width);\n"
+            "  torch::stable::parallel_for(0, n_rows, grain, [&](int64_t begin, int64_t end) {\n" + _TASK_COMMENT +
+            "    LineCache<opmath_t> cache(slots, width);\n"),
     Variant("scale-not-bounded", "passes a tiny scale factor on as it is: 1 / scale overflows float, and "
             "tf_legacy's first coordinate becomes 0 * inf = NaN",
             "csrc/ops.cpp", "mode, bounded_scale(scale_h, H_in), bounded_scale(scale_w, W_in)};",
