@@ -337,7 +337,7 @@ def _verdict_from(name: str, doc: dict | None, log: str, gpu: bool) -> Verdict:
         if not gpu and any("emulated" in p for p in passed):
             extra += ("; CUDA code emulated on the CPU (results, bounds, unwritten outputs and the launch checked; "
                       "a GPU adds speed and the real memory system)")
-        return Verdict(name, "PASS", f"{len(passed)} tests{extra}", passed=passed, log=log)
+        return Verdict(name, "PASS", f"{len(passed)} tests pass{extra}", passed=passed, log=log)
     why = skipped[0][2] if skipped else "no test grades it here"
     return Verdict(name, "not checked", why, log=log)
 
