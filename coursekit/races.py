@@ -137,9 +137,11 @@ class Race:
             what = (f"one thread {self.first[0]}s {self.memory} at {self.first[1]} while another "
                     f"{self.second[0]}s it at {self.second[1]}")
         return (f"data race: {what}, with nothing ordering them (ThreadSanitizer; parallel_for's chunks on 3 "
-                "threads). Such a race can give right values run after run, so value tests need not see it. Each task of parallel_for "
-                "may write only its own outputs and its own locals: a variable declared static or global, or outside "
-                "the lambda and captured by [&], is one for every thread; declare it inside the lambda.")
+                "threads). Such a race can give right values run after run, so value tests need not see it. Each task "
+                "of parallel_for may write only the outputs of its own chunk [begin, end) and variables of its own: a "
+                "loop over more than [begin, end) writes other tasks' outputs, and a variable declared static or "
+                "global, or outside the lambda and captured by [&], is one for every thread (declare it inside the "
+                "lambda).")
 
 
 _ACCESS = re.compile(r"^\s*(Previous )?(?P<kind>[Aa]tomic )?(?P<op>[Rr]ead|[Ww]rite) of size (?P<size>\d+) at \S+ by "
@@ -172,7 +174,7 @@ def _memory(report: str) -> str:
         return f"`{name}` (a static or global variable)"
     if text.startswith("heap block of size"):
         size = text.split()[4]
-        return f"a heap block of {size} bytes allocated outside the lambda (a buffer every task shares)"
+        return f"a heap block of {size} bytes allocated before parallel_for (an output, or a buffer declared outside the lambda)"
     if text.startswith("stack of main thread"):
         return "a local variable of the function that calls parallel_for (captured by [&])"
     return "the same memory"

@@ -415,6 +415,6 @@ def test_thread_judge_reads_thread_sanitizer_reports(tmp_path):
     found = races.parse(text, csrc)
     assert len(found) == 2, found  # the first two are one pair of places; the fourth is the same pair too
     assert "two threads write `w` (a static or global variable) at k.cpp:3 (`w[0] = 1;`) at once" in found[0].message()
-    assert found[1].memory.startswith("a heap block of 800 bytes allocated outside the lambda")
+    assert found[1].memory.startswith("a heap block of 800 bytes allocated before parallel_for")
     assert "while another reads it at k.cpp:4 (`x = w[0];`)" in found[1].message()
     assert races.parse("no report", csrc) == []

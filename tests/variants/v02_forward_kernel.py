@@ -59,6 +59,9 @@ VARIANTS = [
             "the output NaN (0 * NaN and 0 * inf are NaN in the formula)",
             CPU, "acc += weight[k] * static_cast<opmath_t>(f_n[k * F + f]);",
             "if (weight[k] != 0) acc += weight[k] * static_cast<opmath_t>(f_n[k * F + f]);"),
+    Variant("cpu-every-chunk-all-cubes", "each chunk of parallel_for loops over every cube [0, N): right values, "
+            "every thread writing every output (a data race, and the work done once per thread)",
+            CPU, "    for (int64_t n = begin; n < end; ++n) {", "    for (int64_t n = 0; n < N; ++n) {"),
     Variant("cpu-static-weights", "the eight weights declared static: one array for every thread of parallel_for "
             "(right values almost always; a data race)",
             CPU, "      opmath_t weight[8];", "      static opmath_t weight[8];"),
