@@ -21,6 +21,7 @@ by their sources, so a regrade compiles only the file that changed.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import platform
@@ -44,6 +45,7 @@ SPECS = {
 }
 
 
+@functools.lru_cache(maxsize=None)
 def unavailable() -> str | None:
     """Why this machine cannot run the judge, or None."""
     if platform.system() != "Linux" or platform.machine() not in ("x86_64", "aarch64"):
@@ -75,6 +77,7 @@ def _compile(cxx: str, source: Path, flags: list[str], folders: list[Path]) -> P
     """The object file of `source`, compiled unless the cache holds one of the same sources and flags."""
     files: set[Path] = set()
     _local_includes(source.resolve(), folders, files)
+    files.update(TSAN.iterdir())  # the judge's own headers (parallel.h comes in through -include)
     digest = hashlib.sha1(" ".join([cxx, *flags]).encode())
     for f in sorted(files):
         digest.update(f.name.encode() + f.read_bytes())
