@@ -73,6 +73,15 @@ def run_doctor() -> int:
     if not compiler:
         problems.append(f"no C++ compiler ({cxx}).\n  fix: install one, e.g. sudo apt install g++ (Debian/Ubuntu)")
 
+    if compiler:  # the thread judge (coursekit/races.py): the CPU exercises' data-race check
+        from . import races
+
+        missing = races.unavailable()
+        row("ThreadSanitizer", "yes (the CPU kernels' race check runs)" if missing is None else "no")
+        if missing:
+            notes.append(f"the race check of the CPU exercises (cpu-kernel, points-grad-cpu, gather-backward) is "
+                         f"skipped here: {missing}")
+
     # GPU
     if torch.cuda.is_available():
         for i in range(torch.cuda.device_count()):
