@@ -51,13 +51,23 @@ def unavailable() -> str | None:
     if platform.system() != "Linux" or platform.machine() not in ("x86_64", "aarch64"):
         return f"ThreadSanitizer runs here on Linux x86-64 and AArch64 only (this is {platform.system()} {platform.machine()})"
     cxx = os.environ.get("CXX", "c++")
+    # A program with a thread, compiled and run: ThreadSanitizer can also fail at run time (an
+    # address-space layout it does not expect: "FATAL: ThreadSanitizer: unexpected memory mapping").
+    probe = BUILD / f"probe-{os.getpid()}"
+    probe.parent.mkdir(parents=True, exist_ok=True)
     try:
-        proc = subprocess.run([cxx, "-fsanitize=thread", "-x", "c++", "-", "-o", os.devnull],
-                              input="int main() { return 0; }", capture_output=True, text=True)
-    except OSError as e:
-        return f"no C++ compiler ({e})"
-    if proc.returncode != 0:
-        return f"{cxx} cannot link with -fsanitize=thread (is libtsan installed?): {proc.stderr.strip()[-300:]}"
+        proc = subprocess.run([cxx, "-fsanitize=thread", "-x", "c++", "-", "-o", str(probe), "-lpthread"],
+                              input="#include <thread>\nint main() { int x = 0; std::thread t([&] { x = 1; }); "
+                                    "t.join(); return x - 1; }\n", capture_output=True, text=True)
+        if proc.returncode != 0:
+            return f"{cxx} cannot link with -fsanitize=thread (is libtsan installed?): {proc.stderr.strip()[-300:]}"
+        run = subprocess.run([str(probe)], capture_output=True, text=True, timeout=60)
+        if run.returncode != 0:
+            return f"a ThreadSanitizer program does not run here: {run.stderr.strip()[-300:]}"
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"no working C++ compiler or ThreadSanitizer ({e})"
+    finally:
+        probe.unlink(missing_ok=True)
     return None
 
 
