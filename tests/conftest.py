@@ -126,6 +126,16 @@ def chapter_source(request, build_chapter):
     return build_chapter(request.module.CHAPTER)[1]
 
 
+@pytest.fixture(scope="module")
+def judged_source(request, chapter_source):
+    """chapter_source, for the tests that compile the chapter's sources themselves (the GPU-free
+    judge, the thread judge). With --installed they would test those sources again, not the
+    installed package: skipped there (the run without --installed has them)."""
+    if request.config.getoption("--installed"):
+        pytest.skip("compiles the chapter's sources, not the installed package: the run without --installed has it")
+    return chapter_source
+
+
 @pytest.fixture(params=["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
 def device(request, ext):
     if request.param == "cuda" and not build.describe(ext) == "CPU+CUDA":

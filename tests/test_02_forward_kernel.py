@@ -178,9 +178,9 @@ EMULATED_SIZES = [(1, 1), (3, 5), (7, 33), (9, 257), (33, 100), (130, 300), (2, 
 
 
 @pytest.fixture(scope="module")
-def emulated(chapter_source):
+def emulated(judged_source):
     from coursekit import emulate
-    return emulate.build("02", chapter_source)
+    return emulate.build("02", judged_source)
 
 
 @pytest.mark.exercise("cuda-kernel")
@@ -669,7 +669,7 @@ def test_runs_on_the_current_stream(ext, device):
 # Last, as it is the slowest: a data race that gives right values (a `static` weight array, a
 # buffer declared outside the lambda), which no value test sees.
 @pytest.mark.exercise("cpu-kernel")
-def test_forward_cpu_threads_share_nothing(chapter_source):
+def test_forward_cpu_threads_share_nothing(judged_source):
     """The CPU forward under ThreadSanitizer (coursekit/races.py), its chunks on three threads:
     each task writes only its own outputs and its own locals."""
-    assert_no_data_race("02", chapter_source)
+    assert_no_data_race("02", judged_source)

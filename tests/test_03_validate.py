@@ -441,9 +441,9 @@ VEC_SHAPES = list(vectorized_shapes())
 # offset), the output poisoned (an element no thread writes is an error). Each case runs twice:
 # the tensors ending where their memory ends, then starting there. Not the "large" shapes.
 @pytest.fixture(scope="module")
-def emulated(chapter_source):
+def emulated(judged_source):
     from coursekit import emulate
-    return emulate.build("03", chapter_source)
+    return emulate.build("03", judged_source)
 
 
 @pytest.mark.exercise("vectorized-kernel")

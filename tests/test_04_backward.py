@@ -438,9 +438,9 @@ class _Emulated:
 
 
 @pytest.fixture(scope="module")
-def emulated(chapter_source):
+def emulated(judged_source):
     from coursekit import emulate
-    return _Emulated(emulate.build("04", chapter_source))
+    return _Emulated(emulate.build("04", judged_source))
 
 
 @pytest.mark.exercise("points-reduction")
@@ -1313,7 +1313,7 @@ def test_gelu_bad_inputs(ext, device, case):
 # Last, as it is the slowest: a data race that gives right values (a `static` array, a buffer
 # declared outside the lambda), which no value test sees.
 @pytest.mark.exercise("points-grad-cpu")
-def test_points_grad_cpu_threads_share_nothing(chapter_source):
+def test_points_grad_cpu_threads_share_nothing(judged_source):
     """The CPU forward and backward under ThreadSanitizer (coursekit/races.py), their chunks on
     three threads: each task writes only its own outputs and its own locals."""
-    assert_no_data_race("04", chapter_source)
+    assert_no_data_race("04", judged_source)

@@ -415,7 +415,7 @@ def test_backward_op(ext, device, dtype, need_feats, need_points, give_feats):
                 f"{tuple(got.shape)}, {got.dtype} on {got.device}")
 
 
-def test_cuda_kernels_emulated(chapter_source, dtype):
+def test_cuda_kernels_emulated(judged_source, dtype):
     """The CUDA forward and backward (csrc/trilinear_cuda.cu) through the GPU-free judge
     (coursekit/emulate.py), on a machine without a GPU too: F a multiple of a 16-byte pack (its
     vector path) and not, feats and grad_out one element past a 16-byte boundary (the scalar path:
@@ -423,7 +423,7 @@ def test_cuda_kernels_emulated(chapter_source, dtype):
     is passed only when the points' gradient needs it), each tensor at the end and at the start of
     its guarded pages."""
     from coursekit import emulate
-    module = emulate.build("05", chapter_source)
+    module = emulate.build("05", judged_source)
     for (N, F), offset in itertools.product([(5, 64), (13, 67)], (0, 1)):
         feats, points = inputs(N, F, "cpu", dtype, which="none")
         grad_out = torch.randn(N, F, dtype=torch.float64).to(dtype)

@@ -491,24 +491,24 @@ def run_emulated_apart(chapter_source, body: str, what: str, env: dict | None = 
     assert r.returncode == 0, (f"{what} ended with exit code {r.returncode} at {last_case}:\n" + "\n".join(shown))
 
 
-def test_every_rung_emulated(chapter_source):
+def test_every_rung_emulated(judged_source):
     """Every rung on the CPU, without a GPU: 06_upsample/ladder.py's check through the GPU-free judge
     (coursekit/emulate.py: the chapter's CUDA files compiled for the CPU, run thread by thread, with
     warp shuffles, shared memory and atomics), each rung on every small case it applies to, both
     layouts, float32 and bfloat16, against the float64 reference; every rung must run. In a process
     of its own: a crash of the judge fails this test (naming the case) instead of the test run."""
-    run_emulated_apart(chapter_source, "every_rung_emulated", "the emulated ladder")
+    run_emulated_apart(judged_source, "every_rung_emulated", "the emulated ladder")
 
 
 @pytest.mark.parametrize("sms", ["1", "0"], ids=["one-SM", "SMs-unknown"])
-def test_dispatch_emulated(chapter_source, sms):
+def test_dispatch_emulated(judged_source, sms):
     """The kernel the table picks, on the CPU through the GPU-free judge: DISPATCH_CASES in every
     mode and layout, each tensor placed at the end and at the start of its guarded pages, against
     the float64 reference; and the gathers with NaN and inf in grad_out, which reach exactly the
     inputs whose ranges hold them (a window that sums a column outside its range meets one).
     Twice: on a GPU of one SM, where these small launches take less work per thread to fill it,
     and on one whose SM count is unknown, where every launch keeps its usual work per thread."""
-    run_emulated_apart(chapter_source, "dispatch_emulated", f"the emulated dispatch ({sms} SMs)",
+    run_emulated_apart(judged_source, "dispatch_emulated", f"the emulated dispatch ({sms} SMs)",
                        {"COURSE_EMU_SMS": sms})
 
 
@@ -1359,9 +1359,9 @@ EMULATED_MODES = {"align_corners": 0, "half_pixel": 1, "tf_legacy": 2}
 
 
 @pytest.fixture(scope="module")
-def emulated(chapter_source):
+def emulated(judged_source):
     from coursekit import emulate
-    return emulate.build("06", chapter_source)
+    return emulate.build("06", judged_source)
 
 
 def emulated_gather(module, grad_out, input_size, mode, scale_h=None, scale_w=None):
@@ -2585,7 +2585,7 @@ def test_output_too_large_is_a_value_error(up):
 # Last, as it is the slowest: a data race that gives right values (a `static` array, a buffer
 # declared outside the lambda), which no value test sees.
 @pytest.mark.exercise("gather-backward")
-def test_backward_cpu_threads_share_nothing(chapter_source):
+def test_backward_cpu_threads_share_nothing(judged_source):
     """The CPU kernels under ThreadSanitizer (coursekit/races.py), their chunks on three threads:
     each task writes only its own outputs and its own locals."""
-    assert_no_data_race("06", chapter_source)
+    assert_no_data_race("06", judged_source)
