@@ -124,7 +124,7 @@ def build(number: str, source: str | Path | None = None) -> Path:
     digest = hashlib.sha1("".join(o.name for o in objects).encode()).hexdigest()[:12]
     exe = BUILD / f"{number}-{digest}"
     if not exe.is_file():
-        lib = Path(cpp_extension.include_paths()[0]).parent / "lib"
+        lib = cpp_extension.library_paths()[0]  # torch's lib/: libtorch_cpu, libc10
         tmp = exe.with_suffix(f".{os.getpid()}.tmp")
         proc = subprocess.run([cxx, "-fsanitize=thread", *map(str, objects), "-o", str(tmp), f"-L{lib}",
                                f"-Wl,-rpath,{lib}", "-ltorch_cpu", "-ltorch", "-lc10", "-lpthread"],

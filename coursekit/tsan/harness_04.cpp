@@ -1,26 +1,17 @@
 // Chapter 04 under the thread judge: the CPU forward and backward (both gradients, and each
 // alone), every dtype, inputs of several chunks.
-#include <ATen/ATen.h>
-#include <ATen/Parallel.h>
-
-#include "harness.h"
 #include "trilinear.h"
+#include "harness_trilinear.h"
 
 int main() {
-  at::set_num_threads(1);  // torch's own ops on this thread; the kernels' chunks on the judge's threads
-  for (auto dtype : {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16}) {
-    for (auto [N, F] : {std::pair<int64_t, int64_t>{20000, 4}, {1000, 100}}) {
-      at::Tensor feats = at::randn({N, 8, F}).to(dtype);
-      at::Tensor points = (at::rand({N, 3}) * 2 - 1).to(dtype);
-      at::Tensor out = at::empty({N, F}, feats.options());
-      course_tsan::call("trilinear_forward_cpu", [&] { trilinear_forward_cpu(feats, points, out); });
-      at::Tensor grad_out = at::randn({N, F}).to(dtype);
-      for (int need : {3, 1, 2}) {  // both gradients, feats' only, points' only
-        at::Tensor grad_feats = need & 1 ? at::empty_like(feats) : at::Tensor();
-        at::Tensor grad_points = need & 2 ? at::empty_like(points) : at::Tensor();
-        course_tsan::call("trilinear_backward_cpu",
-                          [&] { trilinear_backward_cpu(grad_out, feats, points, grad_feats, grad_points); });
-      }
+  course_tsan::each_trilinear_input([](const at::Tensor& feats, const at::Tensor& points) {
+    const int64_t N = feats.size(0), F = feats.size(2);
+    at::Tensor grad_out = at::randn({N, F}).to(feats.scalar_type());
+    for (int need : {3, 1, 2}) {  // both gradients, feats' only, points' only
+      at::Tensor grad_feats = need & 1 ? at::empty_like(feats) : at::Tensor();
+      at::Tensor grad_points = need & 2 ? at::empty_like(points) : at::Tensor();
+      course_tsan::call("trilinear_backward_cpu",
+                        [&] { trilinear_backward_cpu(grad_out, feats, points, grad_feats, grad_points); });
     }
-  }
+  });
 }
