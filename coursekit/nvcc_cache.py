@@ -8,7 +8,9 @@ coursekit.build points torch's ninja rule at this wrapper (torch reads PYTORCH_N
 
 It keys an object on nvcc's arguments (with the chapter folder's path taken out), the source
 file and every header it includes from its own folder, recursively; a hit copies the object
-and writes a dependency file naming those files, a miss runs nvcc and keeps the result.
+and writes the dependency file ninja asked for (-MF, or --dependency-output, as torch's ninja rule names it),
+naming those files, a miss runs nvcc and keeps the result. Without that file ninja records no
+header for the object, and a later edit of a header alone would not recompile it.
 Headers outside the folder (torch's, CUDA's) are the same for every build of one machine.
 """
 
@@ -40,7 +42,7 @@ def local_files(source: Path) -> list[Path]:
 def main(argv: list[str]) -> int:
     nvcc, args = argv[0], argv[1:]
     value = lambda flag: args[args.index(flag) + 1] if flag in args and args.index(flag) + 1 < len(args) else None  # noqa: E731
-    out, depfile, source = value("-o"), value("--dependency-output"), value("-c")
+    out, depfile, source = value("-o"), value("-MF") or value("--dependency-output"), value("-c")
     cache = os.environ.get("COURSE_NVCC_CACHE")
     if not (cache and out and source):
         return subprocess.call([nvcc, *args])

@@ -418,3 +418,30 @@ def test_thread_judge_reads_thread_sanitizer_reports(tmp_path):
     assert found[1].memory.startswith("a heap block of 800 bytes allocated before parallel_for")
     assert "while another reads it at k.cpp:4 (`x = w[0];`)" in found[1].message()
     assert races.parse("no report", csrc) == []
+
+
+@pytest.mark.parametrize("depflag", [["-MD", "-MF"], ["--generate-dependencies-with-compile", "--dependency-output"]])
+def test_nvcc_cache_hit_names_the_headers(tmp_path, depflag):
+    """coursekit/nvcc_cache.py (the GPU self-check's object cache): a hit writes the dependency file
+    ninja asked for, naming the source and the headers it includes from its folder. Without it ninja
+    records no header for the object, and a composite whose only change is a header (a header
+    exercise's stub) linked the object of the previous composite."""
+    fake = tmp_path / "nvcc"  # a stand-in compiler: the object is the source and its header, as text
+    fake.write_text("#!/bin/sh\nwhile [ $# -gt 0 ]; do case $1 in -o) o=$2; shift;; -c) c=$2; shift;; esac; shift; done\n"
+                    'cat "$c" "$(dirname "$c")/k.h" > "$o"\n')
+    fake.chmod(0o755)
+    env = dict(os.environ, COURSE_NVCC_CACHE=str(tmp_path / "cache"))
+    objects = []
+    for folder, header in (("a", "first"), ("b", "first"), ("c", "second")):
+        csrc = tmp_path / folder / "csrc"
+        csrc.mkdir(parents=True)
+        (csrc / "k.cu").write_text('#include "k.h"\n')
+        (csrc / "k.h").write_text(header + "\n")
+        out, dep = tmp_path / folder / "k.o", tmp_path / folder / "k.o.d"
+        subprocess.run([sys.executable, str(ROOT / "coursekit" / "nvcc_cache.py"), str(fake), depflag[0], depflag[1],
+                        str(dep), f"-I{csrc}", "-c", str(csrc / "k.cu"), "-o", str(out)], env=env, check=True)
+        objects.append(out.read_text())
+    assert objects == ['#include "k.h"\nfirst\n'] * 2 + ['#include "k.h"\nsecond\n']  # b: a hit; c: the header differs
+    assert (tmp_path / "b" / "k.o.d").read_text().split() == [str(tmp_path / "b" / "k.o") + ":",
+                                                              str(tmp_path / "b" / "csrc" / "k.cu"),
+                                                              str(tmp_path / "b" / "csrc" / "k.h")]
