@@ -18,6 +18,7 @@ checks a different sample each time it changes N. Without them every case runs.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import random
@@ -26,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from coursekit import chapters, selfcheck
+from coursekit import ROOT, chapters, selfcheck
 
 pytestmark = pytest.mark.graders
 
@@ -42,8 +43,10 @@ UNEMULATED = os.environ.get("COURSE_SELFCHECK_CUDA_ONLY") == "unemulated"
 
 
 # COURSE_SELFCHECK_LEDGER=FILE: a self-check spread over several runs (a GPU's, which takes longer than
-# one run may). Each case's outcome is recorded in FILE (JSON) with selfcheck.case_key, a digest of
-# everything that decides it; a case recorded as passed under the same key is skipped, with the record.
+# one run may: results/selfcheck_gpu.json), or one that CI reads (results/selfcheck_cpu.json: CI runs
+# again only the cases whose code changed). Each case's outcome is recorded in FILE (JSON) with a digest
+# of everything that decides it (_case_key); a case recorded as passed under the same key is skipped,
+# with the record.
 LEDGER = Path(os.environ["COURSE_SELFCHECK_LEDGER"]) if os.environ.get("COURSE_SELFCHECK_LEDGER") else None
 
 
@@ -64,6 +67,19 @@ def _ledger_write(case: str, record: dict) -> None:
         tmp = LEDGER.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(json.dumps(dict(sorted(ledger.items())), indent=1) + "\n")
         os.replace(tmp, LEDGER)
+
+
+def _case_key(chapter, variant) -> str:
+    """selfcheck.case_key, and where CPU tests run, the thread judge's code too (its tests are CPU tests:
+    a GPU's CUDA-only self-check runs none, and its records keep their keys)."""
+    key = selfcheck.case_key(chapter, variant)
+    if selfcheck.CUDA_TESTS_ONLY:
+        return key
+    judge = [ROOT / "coursekit" / "races.py", *sorted((ROOT / "coursekit" / "tsan").glob("*.[ch]*"))]
+    digest = hashlib.sha256(key.encode())
+    for path in judge:
+        digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 # COURSE_SELFCHECK_SHARD=I/K (set by `./course selfcheck` with COURSE_SELFCHECK_SHARDS=K): only
@@ -91,7 +107,7 @@ def test_grader(chapter, variant):
                     "`./course selfcheck` with no budget checks every case")
     case = f"{chapter.number}-{'stubs' if variant is None else variant.name}"
     if LEDGER is not None:
-        key = selfcheck.case_key(chapter, variant)
+        key = _case_key(chapter, variant)
         record = _ledger_read().get(case)
         if record is not None and record["key"] == key and record["outcome"] == "passed":
             pytest.skip(f"passed on {record['device']} on {record['date']} (ledger {LEDGER.name}, same key)")
