@@ -43,7 +43,7 @@ UNEMULATED = os.environ.get("COURSE_SELFCHECK_CUDA_ONLY") == "unemulated"
 
 
 # COURSE_SELFCHECK_LEDGER=FILE: a self-check spread over several runs (a GPU's, which takes longer than
-# one run may: results/selfcheck_gpu.json), or one that CI reads (results/selfcheck_cpu.json: CI runs
+# one run may: results/selfcheck_gpu.json), or one that CI reads (results/selfcheck_nogpu.json: CI runs
 # again only the cases whose code changed). Each case's outcome is recorded in FILE (JSON) with a digest
 # of everything that decides it (_case_key); a case recorded as passed under the same key is skipped,
 # with the record.
