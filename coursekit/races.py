@@ -173,7 +173,9 @@ def _where(block: str, csrc: Path) -> str:
             line = int(m["line"])
             code = f" (`{lines[line - 1].strip()}`)" if 0 < line <= len(lines) else ""
             return f"{path.relative_to(csrc)}:{line}{code}"
-    return f"{Path(frames[0]['file']).name}:{frames[0]['line']}" if frames else "an unknown place"
+    if frames:  # no frame in the chapter's sources: a library's code (torch, the C library)
+        return f"{Path(frames[0]['file']).name}:{frames[0]['line']} (outside the chapter's code, in {frames[0]['func']})"
+    return "an unknown place (no source line in ThreadSanitizer's report: outside the chapter's code)"
 
 
 def _memory(report: str) -> str:
@@ -205,7 +207,10 @@ def parse(stderr: str, csrc: Path) -> list[Race]:
         for i, m in enumerate(accesses[:2]):
             end = accesses[i + 1].start() if i + 1 < len(accesses) else len(report)
             op = ("atomically " if m["kind"] else "") + m["op"].lower()
-            pieces.append((op, _where(report[m.end():end], csrc)))
+            # the access's own stack ends at the first blank line: the report's later sections (where the
+            # memory was allocated, where each thread was created) hold frames of other moments
+            stack = report[m.end():end].split("\n\n")[0]
+            pieces.append((op, _where(stack, csrc)))
         found.setdefault(tuple(sorted(pieces)), Race(pieces[0], pieces[1], _memory(report)))
     return list(found.values())
 
@@ -215,7 +220,11 @@ def check(number: str, source: str | Path | None = None, timeout: float = 600) -
     RuntimeError when the harness cannot run or a kernel raises."""
     exe = build(number, source)
     csrc = Path(source or chapters.find(number).path).resolve() / "csrc"
-    env = dict(os.environ, TSAN_OPTIONS="halt_on_error=0 exitcode=66 report_signal_unsafe=0 history_size=4")
+    # torch's own pool on one thread: what libtorch computes for the harness (a dtype conversion of an
+    # input) then runs on the thread that asks for it, ordered as ThreadSanitizer sees it, whatever the
+    # machine's core count; the chapter's parallel_for has threads of its own (tsan/parallel.h)
+    env = dict(os.environ, TSAN_OPTIONS="halt_on_error=0 exitcode=66 report_signal_unsafe=0 history_size=4",
+               OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     proc = subprocess.run([str(exe)], capture_output=True, text=True, env=env, timeout=timeout)
     raised = re.search(r"^COURSE_TSAN_RAISED (.*)$", proc.stderr, re.M)
     if raised:

@@ -919,10 +919,13 @@ def test_profile_cpu_nested_operators_count_once(profiling):
     x = torch.ones(4)
     p = profiled(profiling, lambda: torch.ops.course_profile_check.nap_twice(x, 20.0), "cpu")
     assert p.kernels == 1, f"one top-level operator (with operators inside it), profile_call counted {p.kernels}"
-    assert 40_000 <= p.device_us < 55_000, (
-        f"the top-level operator sleeps 20 ms and calls one that sleeps 20 ms: device_us should be about 40000 µs, "
-        f"got {p.device_us:.0f} (60000: nested ranges added twice; 20000: only the innermost operator)")
-    assert 40_000 <= p.host_us < 60_000, f"the call takes about 40 ms on the host, host_us = {p.host_us:.0f} µs"
+    assert p.host_us >= 40_000, f"the call sleeps 20 ms twice, so host_us >= 40000 µs; got {p.host_us:.0f}"
+    # A busy machine stretches the sleeps (a thread that wakes waits for a core), so the bounds follow the
+    # call's own length: the top-level operator spans the whole call.
+    assert 0.9 * p.host_us <= p.device_us <= 1.02 * p.host_us + 100, (
+        f"the top-level operator sleeps 20 ms and calls one that sleeps 20 ms, so it spans the call: device_us "
+        f"should be about host_us = {p.host_us:.0f} µs, got {p.device_us:.0f} (host_us + 20000: nested ranges "
+        f"added twice; about half of host_us: only the innermost operator)")
 
 
 def profiled_with_operators(profiling, monkeypatch, ops):

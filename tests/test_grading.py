@@ -418,6 +418,18 @@ def test_thread_judge_reads_thread_sanitizer_reports(tmp_path):
     assert found[1].memory.startswith("a heap block of 800 bytes allocated before parallel_for")
     assert "while another reads it at k.cpp:4 (`x = w[0];`)" in found[1].message()
     assert races.parse("no report", csrc) == []
+    # An access made in a library (no frame in the chapter's sources): its place is not taken from the
+    # report's later sections, such as the stack that created a thread (the call of parallel_for).
+    library = ("==================\nWARNING: ThreadSanitizer: data race (pid=1)\n"
+               f"  Read of size 2 at 0x7f00 by thread T2:\n{frame.format(path=csrc / 'k.cpp', line=4)}\n"
+               "  Previous write of size 8 at 0x7f00 by thread T9:\n    #0 memcpy /src/tsan_interceptors.cpp:80 (libtsan+0x1)\n"
+               "    #1 at::native::copy_kernel /src/Copy.cpp:12 (libtorch_cpu.so+0x2)\n\n"
+               "  Location is heap block of size 800 at 0x7b00 allocated by main thread:\n    #0 malloc x.cpp:1 (libtsan+0x3)\n\n"
+               f"  Thread T2 (tid=3, running) created by main thread at:\n{frame.format(path=csrc / 'k.cpp', line=2)}\n"
+               "SUMMARY: ThreadSanitizer: data race\n==================\n")
+    (race,) = races.parse(library, csrc)
+    message = race.message()
+    assert "k.cpp:2" not in message and "tsan_interceptors.cpp:80 (outside the chapter's code, in memcpy)" in message, message
 
 
 @pytest.mark.parametrize("depflag", [["-MD", "-MF"], ["--generate-dependencies-with-compile", "--dependency-output"]])
