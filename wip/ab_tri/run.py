@@ -3,7 +3,7 @@ A/B of chapter 05's trilinear thread mappings (kernels.cu), one process, GPU tim
 import json, os, sys, time
 from pathlib import Path
 import torch
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from coursekit import timing
 from torch.utils.cpp_extension import load
 
