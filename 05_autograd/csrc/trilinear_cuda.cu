@@ -3,13 +3,18 @@
 // Work decomposition: a block of threads handles a few cubes. threadIdx.x runs
 // over the feature axis f, threadIdx.y over cubes n within the block:
 //
-//   block (tx, ty) = (min(256, F rounded up to 32), 256 / tx)     grid.x = ceil(N / ty)
+//   block (tx, ty): tx threads along a row of packs, ty = 256 / tx cubes     grid.x = ceil(N / ty)
 //
 // Why f on threadIdx.x: the 32 threads of a warp have consecutive threadIdx.x.
 // feats[n][k][f] and out[n][f] are contiguous in f, so a warp reading
 // feats[n][k][f0 .. f0+31] touches one 128-byte segment: one memory transaction
 // ("coalesced"). Put n on threadIdx.x instead and the 32 threads read addresses
 // 8*F*4 bytes apart: 32 transactions for the same data. Chapter 03 measures it.
+//
+// Each thread moves a Pack of VEC features (16 bytes: 4 floats, 8 halves, 2
+// doubles) per load and store when F and the addresses allow it, else VEC = 1.
+// A row of fewer than 32 packs (F = 32 floats: 8 packs) would leave most lanes
+// of a warp-wide row idle; the two kernels avoid that in different ways, below.
 #include "pack.cuh"
 #include "trilinear.h"
 
@@ -19,10 +24,11 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
-template <typename scalar_t>
+template <typename scalar_t, int VEC>
 __global__ void forward_cuda_kernel(const scalar_t* __restrict__ feats, const scalar_t* __restrict__ points,
                                     scalar_t* __restrict__ out, int64_t N, int64_t F) {
   using opmath_t = at::opmath_type<scalar_t>;
+  using P = Pack<scalar_t, VEC>;
   const int64_t n = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
   if (n >= N) {
     return;  // the last block may have more rows of threads than cubes are left
@@ -37,45 +43,82 @@ __global__ void forward_cuda_kernel(const scalar_t* __restrict__ feats, const sc
   for (int k = 0; k < 8; ++k) {
     weight[k] = corner_weight<opmath_t>(k, u, v, w);
   }
-  const scalar_t* f_n = feats + n * 8 * F;  // 64-bit offsets: N * 8 * F may exceed 2^31
-  scalar_t* out_n = out + n * F;
-  // F may be larger than the block is wide: step over f in strides of blockDim.x.
-  for (int64_t f = threadIdx.x; f < F; f += blockDim.x) {
-    opmath_t acc = 0;
+  const int64_t packs = F / VEC;  // the host picks VEC so that it divides F
+  // 64-bit offsets: N * 8 * F may exceed 2^31.
+  const P* f_n = reinterpret_cast<const P*>(feats + n * 8 * F);
+  P* out_n = reinterpret_cast<P*>(out + n * F);
+  // A row may have more packs than the block is wide: step over them in strides of blockDim.x.
+  for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
+    opmath_t acc[VEC] = {};
 #pragma unroll
     for (int k = 0; k < 8; ++k) {
-      acc += weight[k] * static_cast<opmath_t>(f_n[k * F + f]);
+      const P x = f_n[k * packs + p];
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        acc[j] += weight[k] * static_cast<opmath_t>(x.v[j]);
+      }
     }
-    out_n[f] = static_cast<scalar_t>(acc);
+    P y;
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      y.v[j] = static_cast<scalar_t>(acc[j]);
+    }
+    out_n[p] = y;
   }
+}
+
+// Threads along a row of the forward: the row's packs, rounded up to a power of
+// two below 32 (rows of 1 to 16 threads tile a warp: 32 / tx cubes a warp) and to
+// whole warps from 32 on, at most 256.
+static int forward_row_width(int64_t packs) {
+  if (packs >= 32) {
+    return static_cast<int>(std::min<int64_t>(256, (packs + 31) / 32 * 32));
+  }
+  int tx = 1;
+  while (tx < packs) {
+    tx *= 2;
+  }
+  return tx;
+}
+
+template <typename scalar_t, int VEC>
+static void forward_cuda_launch(const at::Tensor& feats, const at::Tensor& points, at::Tensor& out,
+                                cudaStream_t stream) {
+  const int64_t N = feats.size(0), F = feats.size(2);
+  const int tx = forward_row_width(F / VEC);
+  const int ty = 256 / tx;
+  const int64_t blocks = (N + ty - 1) / ty;
+  TORCH_CHECK(blocks <= std::numeric_limits<int32_t>::max(), "trilinear: N = ", N, " is too large for one launch");
+  forward_cuda_kernel<scalar_t, VEC><<<static_cast<unsigned>(blocks), dim3(tx, ty), 0, stream>>>(
+      feats.const_data_ptr<scalar_t>(), points.const_data_ptr<scalar_t>(), out.mutable_data_ptr<scalar_t>(), N, F);
+  // A bad launch (too many threads, no kernel image for this GPU) fails
+  // silently unless asked; this turns it into a Python exception here.
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
 void trilinear_forward_cuda(const at::Tensor& feats, const at::Tensor& points, at::Tensor& out) {
   // Launch on the tensors' GPU, not on whatever device is current (cuda:1 inputs
   // while cuda:0 is current would otherwise run on the wrong GPU).
   const c10::cuda::CUDAGuard guard(feats.device());
-  const int64_t N = feats.size(0), F = feats.size(2);
-  const int tx = static_cast<int>(std::min<int64_t>(256, (F + 31) / 32 * 32));
-  const int ty = 256 / tx;
-  const dim3 block(tx, ty);
-  const int64_t blocks = (N + ty - 1) / ty;
-  TORCH_CHECK(blocks <= std::numeric_limits<int32_t>::max(), "trilinear: N = ", N, " is too large for one launch");
   // Kernels go on the current stream: PyTorch orders work per stream, and code
   // that runs us under torch.cuda.stream(s) expects our kernel on s.
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, feats.scalar_type(), "trilinear_forward_cuda", [&] {
-    forward_cuda_kernel<scalar_t><<<static_cast<unsigned>(blocks), block, 0, stream>>>(
-        feats.const_data_ptr<scalar_t>(), points.const_data_ptr<scalar_t>(), out.mutable_data_ptr<scalar_t>(), N, F);
-    // A bad launch (too many threads, no kernel image for this GPU) fails
-    // silently unless asked; this turns it into a Python exception here.
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    constexpr int kVec = 16 / sizeof(scalar_t);
+    // Packs need F to be a multiple of kVec and every row to start on a 16-byte boundary.
+    if (feats.size(2) % kVec == 0 && aligned16(feats.const_data_ptr()) && aligned16(out.const_data_ptr())) {
+      forward_cuda_launch<scalar_t, kVec>(feats, points, out, stream);
+    } else {
+      forward_cuda_launch<scalar_t, 1>(feats, points, out, stream);
+    }
   });
 }
 
 // Backward. Same decomposition as the forward: row threadIdx.y of the block
-// owns cube n, its threads step over f. One change: each thread takes a pack of
-// VEC consecutive features (16 bytes: 4 floats, 8 halves, 2 doubles) per load
-// and store instead of one, when F and the addresses allow it (else VEC = 1).
+// owns cube n, its threads step over packs of VEC features. One difference: a
+// row is always whole warps (the points' reduction below relies on it), so
+// where a row of 16-byte packs would be shorter than a warp, the packs narrow
+// instead (VEC halves until the row has 32 of them, down to one feature).
 //
 // grad_feats[n, k, f] = w_k * grad_out[n, f]: each element has exactly one
 // writer, like the forward. grad_points[n, :] is a sum over f of per-f terms,
@@ -254,16 +297,36 @@ static bool can_use_packs(const at::Tensor& grad_out, const at::Tensor& feats, c
          (!grad_feats.defined() || aligned16(grad_feats.const_data_ptr()));
 }
 
+// The pack width of a backward launch: the widest that fits (can_use_packs), halved
+// while a row would have fewer than 32 packs, so that no lane of a row's warps idles.
+template <typename scalar_t>
+static int backward_pack(const at::Tensor& grad_out, const at::Tensor& feats, const at::Tensor& grad_feats,
+                         const at::Tensor& grad_points) {
+  int vec = can_use_packs<scalar_t>(grad_out, feats, grad_feats, grad_points) ? 16 / sizeof(scalar_t) : 1;
+  while (vec > 1 && grad_out.size(1) / vec < 32) {
+    vec /= 2;
+  }
+  return vec;
+}
+
+// Calls f(std::integral_constant<int, V>{}) with V = vec, a power of two no larger than kMax.
+template <int kMax, typename Fn>
+static void with_pack(int vec, Fn&& f) {
+  if constexpr (kMax > 1) {
+    if (vec < kMax) {
+      return with_pack<kMax / 2>(vec, std::forward<Fn>(f));
+    }
+  }
+  f(std::integral_constant<int, kMax>{});
+}
+
 void trilinear_backward_cuda(const at::Tensor& grad_out, const at::Tensor& feats, const at::Tensor& points,
                              at::Tensor& grad_feats, at::Tensor& grad_points) {
   const c10::cuda::CUDAGuard guard(grad_out.device());
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, grad_out.scalar_type(), "trilinear_backward_cuda", [&] {
-    constexpr int kVec = 16 / sizeof(scalar_t);
-    if (can_use_packs<scalar_t>(grad_out, feats, grad_feats, grad_points)) {
-      backward_cuda_flags<scalar_t, kVec>(grad_out, feats, points, grad_feats, grad_points, stream);
-    } else {
-      backward_cuda_flags<scalar_t, 1>(grad_out, feats, points, grad_feats, grad_points, stream);
-    }
+    with_pack<16 / sizeof(scalar_t)>(backward_pack<scalar_t>(grad_out, feats, grad_feats, grad_points), [&](auto vec) {
+      backward_cuda_flags<scalar_t, decltype(vec)::value>(grad_out, feats, points, grad_feats, grad_points, stream);
+    });
   });
 }
