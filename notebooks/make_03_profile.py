@@ -8,7 +8,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 cells = [
     new_markdown_cell("""# 03 · Where the time of one call goes
 
-The data comes from `03_validate/profile.py`, saved in `../results/03_validate_profile/<device>/`:
+The data comes from `03_validate/record_profiles.py`, saved in `../results/03_validate_profile/<device>/`:
 `summary.json` (one call of each case through `profiling.profile_call`: host time, device time,
 kernels; on a GPU also Nsight Compute's counters for the three mappings) and `trace.json.gz`
 (torch.profiler's trace of three calls of each case: open it in https://ui.perfetto.dev). With
@@ -38,7 +38,7 @@ for dev in ("cuda", "cpu"):
         print(f"{dev}: {env['device_name']}, torch {env['torch']}, {len(trace)} trace events")"""),
     new_code_cell("""if QUICK:  # prove the pipeline on this machine: the CPU, into a temporary folder
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, str(ROOT / "03_validate" / "profile.py"), "--device", "cpu", "--out", tmp]
+        cmd = [sys.executable, str(ROOT / "03_validate" / "record_profiles.py"), "--device", "cpu", "--out", tmp]
         subprocess.run(cmd, check=True, cwd=ROOT, capture_output=True, text=True)
         quick = json.loads(Path(tmp, "summary.json").read_text())
     print([(r["name"], r["N"], r["F"], r["kernels"]) for r in quick["records"]])"""),

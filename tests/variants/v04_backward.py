@@ -231,8 +231,11 @@ VARIANTS = [
             "csrc/trilinear_cuda.cu", "  opmath_t gx = 0, gy = 0, gz = 0;\n  if (valid) {",
             "  scalar_t gx = 0, gy = 0, gz = 0;\n  if (valid) {", cuda_only=True),
     Variant("cuda-backward-opmath-float", "the CUDA backward computes in float for every dtype: float64 through float",
-            "csrc/trilinear_cuda.cu", "using opmath_t = at::opmath_type<scalar_t>;\n  using P = Pack<scalar_t, VEC>;",
-            "using opmath_t = float;\n  using P = Pack<scalar_t, VEC>;", cuda_only=True),
+            "csrc/trilinear_cuda.cu", "using opmath_t = at::opmath_type<scalar_t>;\n  using P = Pack<scalar_t, VEC>;\n"
+            "  const int64_t n = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;\n  // No early return",
+            "using opmath_t = float;\n  using P = Pack<scalar_t, VEC>;\n"
+            "  const int64_t n = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;\n  // No early return",
+            cuda_only=True),
     Variant("cuda-weights-in-storage-type", "the CUDA backward rounds the corner weights to float16/bfloat16",
             "csrc/trilinear_cuda.cu", "weight[k] = corner_weight<opmath_t>(k, u, v, w);\n      corner_weight_grad",
             "weight[k] = static_cast<scalar_t>(corner_weight<opmath_t>(k, u, v, w));\n      corner_weight_grad",

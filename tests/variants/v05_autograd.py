@@ -217,7 +217,7 @@ VARIANTS = [
             OP, 'torch.library.register_autograd("ch05::trilinear_backward", _backward_of_backward,\n'
                 '                                setup_context=lambda ctx, inputs, output: None)\n', ""),
     Variant("cuda-forward-accumulates-in-storage-type", "the CUDA forward sums in scalar_t", CU,
-            "    opmath_t acc = 0;\n#pragma unroll", "    scalar_t acc = 0;\n#pragma unroll", cuda_only=True),
+            "    opmath_t acc[VEC] = {};", "    scalar_t acc[VEC] = {};", cuda_only=True),
     Variant("cuda-backward-points-sum-in-storage-type", "the CUDA points gradient sums over corners in scalar_t", CU,
             "        opmath_t sx[VEC] = {}, sy[VEC] = {}, sz[VEC] = {};",
             "        scalar_t sx[VEC] = {}, sy[VEC] = {}, sz[VEC] = {};", cuda_only=True),

@@ -1,8 +1,8 @@
 """Chapter 03 profile: where the time of one call goes, recorded so that a reader without a GPU can read it.
 
-    python 03_validate/profile.py                 # GPU if visible, else CPU
-    python 03_validate/profile.py --device cpu  # one thread (--threads N for more)
-    python 03_validate/profile.py --no-ncu        # skip Nsight Compute
+    python 03_validate/record_profiles.py                 # GPU if visible, else CPU
+    python 03_validate/record_profiles.py --device cpu  # one thread (--threads N for more)
+    python 03_validate/record_profiles.py --no-ncu        # skip Nsight Compute
 
 Writes results/03_validate_profile/<cuda|cpu>/ (or --out DIR):
 
@@ -207,7 +207,7 @@ def main(argv: list[str] | None = None) -> None:
     (out / "key_averages.txt").write_text(prof.key_averages().table(sort_by=sort_by, row_limit=25) + "\n")
 
     # 3. Nsight Compute on the three mappings.
-    doc = {"environment": timing.environment(device), "script": "03_validate/profile.py",
+    doc = {"environment": timing.environment(device), "script": "03_validate/record_profiles.py",
            "method": "profiling.profile_call, warmup=3, median of 5 profiles of one call; float32",
            "records": records}
     if device == "cuda" and not args.no_ncu:
@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None) -> None:
             print(ncu)
         else:
             command = " ".join(ncu_command(Path("ncu.csv"))).replace(sys.executable, "python")
-            doc["ncu"] = {"command": command.replace(str(Path(__file__).resolve()), "03_validate/profile.py"),
+            doc["ncu"] = {"command": command.replace(str(Path(__file__).resolve()), "03_validate/record_profiles.py"),
                           "N": NCU_SIZE[0], "F": NCU_SIZE[1], "dtype": "float32", "kernels": ncu}
             for k in ncu:
                 print(f"ncu {k['kernel']:19s} " + ", ".join(f"{m}={k.get(m)}" for m in (
