@@ -95,7 +95,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--quick", action="store_true", help="tiny sizes and short timings: checks the pipeline")
     ap.add_argument("--out", help="results JSON (default results/03_validate_<device>.json)")
-    ap.add_argument("--ch02-out", help="chapter 02's target point (default results/02_forward_kernel_<device>.json)")
+    ap.add_argument("--ch02-out", help="chapter 02's target point (default results/02_forward_kernel_<device>.json, "
+                    "or <out>_ch02.json with --out)")
     ap.add_argument("--compile", choices=["all", "target", "none"], default=None,
                     help="where to time torch.compile(reference) (default: all on cuda, target on cpu)")
     ap.add_argument("--threads", type=int, help="torch.set_num_threads for the CPU (default: torch's choice)")
@@ -108,7 +109,10 @@ def main(argv: list[str] | None = None) -> None:
         compile_where = "none"
     min_run_time = 0.05 if args.quick else (0.2 if device == "cuda" else 0.5)
     out_path = Path(args.out or ROOT / "results" / f"03_validate_{device}.json")
-    ch02_path = Path(args.ch02_out or ROOT / "results" / f"02_forward_kernel_{device}.json")
+    # --out elsewhere keeps chapter 02's committed file too: its point goes beside the given file.
+    ch02_default = (out_path.with_name(out_path.stem + "_ch02.json") if args.out
+                    else ROOT / "results" / f"02_forward_kernel_{device}.json")
+    ch02_path = Path(args.ch02_out or ch02_default)
 
     ext = build(HERE)
     reference = load_python(HERE, "reference")
