@@ -194,8 +194,8 @@ def cmd_selfcheck(args) -> int:
     # The grading machinery's own tests, not budgeted: first, so that it ends in time (not in a run
     # of some chapters)
     jobs = [] if only else [("grading", ["tests/test_grading.py"], {})]
-    # COURSE_SELFCHECK_SHARDS=K splits each chapter's variants into K parts run side by side
-    # (each in its own folder): for a machine with many cores.
+    # COURSE_SELFCHECK_SHARDS=K splits each chapter's cases into K parts run side by side (each in
+    # its own folder; the stubs alone in the first, which starts first): for a machine with many cores.
     shards = max(1, int(os.environ.get("COURSE_SELFCHECK_SHARDS") or 1))
     jobs += [(c.dirname + (f" part {i + 1}/{shards}" if shards > 1 else ""),
               ["tests/test_graders.py", "-k", f"{c.number}-"], {"COURSE_SELFCHECK_SHARD": f"{i}/{shards}"})

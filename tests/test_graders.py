@@ -82,8 +82,9 @@ def _case_key(chapter, variant) -> str:
     return digest.hexdigest()[:16]
 
 
-# COURSE_SELFCHECK_SHARD=I/K (set by `./course selfcheck` with COURSE_SELFCHECK_SHARDS=K): only
-# every K-th variant from the I-th, and the stubs only in part 0.
+# COURSE_SELFCHECK_SHARD=I/K (set by `./course selfcheck` with COURSE_SELFCHECK_SHARDS=K): part 0
+# checks the stubs alone (the longest case on a GPU: every CUDA test of the chapter, against each
+# stub), parts 1 to K-1 every (K-1)-th variant; one part (K = 1) checks everything.
 PART, PARTS = (int(x) for x in selfcheck.SHARD.split("/"))
 
 
@@ -96,7 +97,7 @@ def _cases():
             found = [v for v in found if v.cuda_only and not (UNEMULATED and selfcheck.emulated(chapter, v))]
         if SEED:
             random.Random(f"{SEED}-{chapter.number}").shuffle(found)
-        for v in found[PART::PARTS]:
+        for v in found if PARTS == 1 else (found[PART - 1::PARTS - 1] if PART else []):
             yield pytest.param(chapter, v, id=f"{chapter.number}-{v.name}")
 
 
