@@ -51,10 +51,8 @@ def test_no_script_shadows_the_standard_library():
     """`python 03_validate/bench.py` puts 03_validate/ first on sys.path: a file there named like a
     standard-library module (profile.py) replaces that module for everything the script imports
     (torch._dynamo imports cProfile, which imports profile, and torch.compile fails)."""
-    shadows = [str(p.relative_to(ROOT)) for c in chapters.existing() for p in c.path.glob("*.py")
-               if p.stem in sys.stdlib_module_names]
-    shadows += [str(p.relative_to(ROOT)) for c in chapters.existing() for p in c.path.iterdir()
-                if p.is_dir() and p.name in sys.stdlib_module_names]
+    shadows = [str(p.relative_to(ROOT)) for c in chapters.existing() for p in c.path.iterdir()
+               if (p.is_dir() or p.suffix == ".py") and p.stem in sys.stdlib_module_names]
     assert not shadows, f"rename these (they shadow standard-library modules): {shadows}"
 
 
