@@ -155,33 +155,31 @@ __device__ __forceinline__ void reduce_points_grad(opmath_t gx, opmath_t gy, opm
     gy += __shfl_down_sync(0xffffffffu, gy, offset, width);
     gz += __shfl_down_sync(0xffffffffu, gz, offset, width);
   }
-  if (blockDim.x <= 32) {  // the same for the whole block: no thread skips a barrier
-    // The row is one segment: its first thread has the row's sum.
-    if (valid && threadIdx.x == 0) {  // du/dx = 1/2, as below
-      grad_points[3 * n + 0] = static_cast<scalar_t>(opmath_t(0.5) * gx);
-      grad_points[3 * n + 1] = static_cast<scalar_t>(opmath_t(0.5) * gy);
-      grad_points[3 * n + 2] = static_cast<scalar_t>(opmath_t(0.5) * gz);
+  // A row of a warp or less is one segment: its first thread holds the row's sum.
+  opmath_t sum[3] = {gx, gy, gz};
+  if (blockDim.x > 32) {  // the same for the whole block: every thread or none meets the barrier
+    // 2. Row: lane 0 of each warp leaves its sum in shared memory (at most 8
+    //    warps in a 256-thread block); the row's first thread adds them up.
+    __shared__ opmath_t partial[8][3];
+    const int warp = (threadIdx.y * blockDim.x + threadIdx.x) / 32;
+    if (threadIdx.x % 32 == 0) {
+      partial[warp][0] = gx;
+      partial[warp][1] = gy;
+      partial[warp][2] = gz;
     }
-    return;
-  }
-  // 2. Row: lane 0 of each warp leaves its sum in shared memory (at most 8
-  //    warps in a 256-thread block); the row's first thread adds them up.
-  __shared__ opmath_t partial[8][3];
-  const int warp = (threadIdx.y * blockDim.x + threadIdx.x) / 32;
-  if (threadIdx.x % 32 == 0) {
-    partial[warp][0] = gx;
-    partial[warp][1] = gy;
-    partial[warp][2] = gz;
-  }
-  __syncthreads();
-  if (valid && threadIdx.x == 0) {
-    const int warps_per_row = blockDim.x / 32;
-    opmath_t sum[3] = {0, 0, 0};
-    for (int i = warp; i < warp + warps_per_row; ++i) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      const int warps_per_row = blockDim.x / 32;
       for (int d = 0; d < 3; ++d) {
-        sum[d] += partial[i][d];
+        sum[d] = 0;
+        for (int i = warp; i < warp + warps_per_row; ++i) {
+          sum[d] += partial[i][d];
+        }
       }
     }
+  }
+  // 3. One store per valid cube, by the row's first thread.
+  if (valid && threadIdx.x == 0) {
     // du/dx = 1/2: the chain rule through u = (x + 1) / 2.
     for (int d = 0; d < 3; ++d) {
       grad_points[3 * n + d] = static_cast<scalar_t>(opmath_t(0.5) * sum[d]);
