@@ -97,8 +97,9 @@ def only_cuda(device):
 
 # (N, F): one cube and one feature; F < 32; F a multiple of every pack width; F not a
 # multiple of 32 (nor of a pack); N not a multiple of the rows in a block; F > 256, the
-# widest block, with and without packs.
-SIZES = [(1, 1), (1, 5), (3, 40), (13, 5), (300, 67), (64, 1000), (5, 1001)]
+# widest block, with and without packs; F = 4, rows of 1, 2 and 4 threads on a GPU (float32,
+# float64, 16-bit types: 32, 16 and 8 cubes a warp, the last warp part past N).
+SIZES = [(1, 1), (1, 5), (3, 40), (13, 5), (300, 67), (64, 1000), (5, 1001), (37, 4)]
 # The CUDA kernel's other launch shapes: a block of 4 and of 2 rows, several warps a row,
 # more packs than threads in the row, a realistic size.
 # Odd F (one value per load): rows of 5, 6 and 7 warps, the counts a reduction over a row's

@@ -13,8 +13,8 @@
 //
 // Each thread moves a Pack of VEC features (16 bytes: 4 floats, 8 halves, 2
 // doubles) per load and store when F and the addresses allow it, else VEC = 1.
-// A row of fewer than 32 packs (F = 32 floats: 8 packs) would leave most lanes
-// of a warp-wide row idle; the two kernels avoid that in different ways, below.
+// A row of fewer than 32 packs (F = 32 floats: 8 packs) is a power of two wide,
+// so that 32 / tx cubes share a warp instead of most of its lanes idling.
 #include "pack.cuh"
 #include "trilinear.h"
 
@@ -67,10 +67,10 @@ __global__ void forward_cuda_kernel(const scalar_t* __restrict__ feats, const sc
   }
 }
 
-// Threads along a row of the forward: the row's packs, rounded up to a power of
-// two below 32 (rows of 1 to 16 threads tile a warp: 32 / tx cubes a warp) and to
-// whole warps from 32 on, at most 256.
-static int forward_row_width(int64_t packs) {
+// Threads along a row (forward and backward): the row's packs, rounded up to a
+// power of two below 32 (rows of 1 to 16 threads tile a warp: 32 / tx cubes a
+// warp) and to whole warps from 32 on, at most 256.
+static int row_width(int64_t packs) {
   if (packs >= 32) {
     return static_cast<int>(std::min<int64_t>(256, (packs + 31) / 32 * 32));
   }
@@ -85,7 +85,7 @@ template <typename scalar_t, int VEC>
 static void forward_cuda_launch(const at::Tensor& feats, const at::Tensor& points, at::Tensor& out,
                                 cudaStream_t stream) {
   const int64_t N = feats.size(0), F = feats.size(2);
-  const int tx = forward_row_width(F / VEC);
+  const int tx = row_width(F / VEC);
   const int ty = 256 / tx;
   const int64_t blocks = (N + ty - 1) / ty;
   TORCH_CHECK(blocks <= std::numeric_limits<int32_t>::max(), "trilinear: N = ", N, " is too large for one launch");
@@ -115,10 +115,8 @@ void trilinear_forward_cuda(const at::Tensor& feats, const at::Tensor& points, a
 }
 
 // Backward. Same decomposition as the forward: row threadIdx.y of the block
-// owns cube n, its threads step over packs of VEC features. One difference: a
-// row is always whole warps (the points' reduction below relies on it), so
-// where a row of 16-byte packs would be shorter than a warp, the packs narrow
-// instead (VEC halves until the row has 32 of them, down to one feature).
+// owns cube n, its threads step over packs of VEC features, and a row is as
+// wide as in the forward (row_width: 1 to 16 threads, or whole warps).
 //
 // grad_feats[n, k, f] = w_k * grad_out[n, f]: each element has exactly one
 // writer, like the forward. grad_points[n, :] is a sum over f of per-f terms,
@@ -127,8 +125,10 @@ void trilinear_forward_cuda(const at::Tensor& feats, const at::Tensor& points, a
 // additions in an order that changes from run to run, and with it the rounding
 // of the float sum. Instead the row reduces in two steps, in a fixed order (so
 // the result is the same every run):
-//   1. inside each warp, with register shuffles (no memory at all);
-//   2. across the warps of the row, through shared memory; one thread writes.
+//   1. inside each warp, with register shuffles (no memory at all), over the
+//      lanes of one row (all 32, or the row's 1 to 16 when a warp holds several);
+//   2. across the warps of the row, through shared memory (rows of more than one
+//      warp); one thread writes.
 // That last step is a template parameter of the kernel (Write), so that a
 // variant of the kernel can change it and nothing else (chapter 04 compares
 // it with atomicAdd versions, README section 5).
@@ -137,39 +137,49 @@ void trilinear_forward_cuda(const at::Tensor& feats, const at::Tensor& points, a
 // Every thread of the block calls it, valid or not, with its partial sums
 // (gx, gy, gz) over the features it handled; threads of rows past the last cube
 // (valid = false) bring zeros. The block is (blockDim.x, blockDim.y) with
-// blockDim.x a multiple of 32 and blockDim.y = 256 / blockDim.x (at most 8 warps): row threadIdx.y
-// owns cube n. On return, grad_points[3 n + d] = 1/2 * (sum of the row's partials
-// for d), written once per valid cube, rounded to scalar_t once.
+// blockDim.x a power of two from 1 to 16 (a warp holds 32 / blockDim.x rows) or a
+// multiple of 32 up to 256 (a row is 1 to 8 warps), and blockDim.y = 256 / blockDim.x:
+// row threadIdx.y owns cube n. On return, grad_points[3 n + d] = 1/2 * (sum of the
+// row's partials for d), written once per valid cube, rounded to scalar_t once.
 template <typename scalar_t, typename opmath_t>
 __device__ __forceinline__ void reduce_points_grad(opmath_t gx, opmath_t gy, opmath_t gz, bool valid, int64_t n,
                                                    scalar_t* __restrict__ grad_points) {
   // BEGIN SOLUTION points-reduction
   // STUB: if (valid && threadIdx.x == 0) { for (int d = 0; d < 3; ++d) grad_points[3 * n + d] = static_cast<scalar_t>(opmath_t(0) / opmath_t(0)); }
-  // 1. Warp: after the loop, lane 0 holds the sum of the warp's 32 values.
-  //    blockDim.x is a multiple of 32, so a warp never spans two rows.
-  for (int offset = 16; offset > 0; offset /= 2) {
-    gx += __shfl_down_sync(0xffffffffu, gx, offset);
-    gy += __shfl_down_sync(0xffffffffu, gy, offset);
-    gz += __shfl_down_sync(0xffffffffu, gz, offset);
+  // 1. Warp: the shuffles run within segments of `width` lanes, a row's share
+  //    of the warp (all 32, or the whole row when it is shorter than a warp);
+  //    after the loop, the segment's first lane holds the segment's sum.
+  const int width = blockDim.x < 32 ? blockDim.x : 32;
+  for (int offset = width / 2; offset > 0; offset /= 2) {
+    gx += __shfl_down_sync(0xffffffffu, gx, offset, width);
+    gy += __shfl_down_sync(0xffffffffu, gy, offset, width);
+    gz += __shfl_down_sync(0xffffffffu, gz, offset, width);
   }
-  // 2. Row: lane 0 of each warp leaves its sum in shared memory (at most 8
-  //    warps in a 256-thread block); the row's first thread adds them up.
-  __shared__ opmath_t partial[8][3];
-  const int warp = (threadIdx.y * blockDim.x + threadIdx.x) / 32;
-  if (threadIdx.x % 32 == 0) {
-    partial[warp][0] = gx;
-    partial[warp][1] = gy;
-    partial[warp][2] = gz;
-  }
-  __syncthreads();
-  if (valid && threadIdx.x == 0) {
-    const int warps_per_row = blockDim.x / 32;
-    opmath_t sum[3] = {0, 0, 0};
-    for (int i = warp; i < warp + warps_per_row; ++i) {
+  // A row of a warp or less is one segment: its first thread holds the row's sum.
+  opmath_t sum[3] = {gx, gy, gz};
+  if (blockDim.x > 32) {  // the same for the whole block: every thread or none meets the barrier
+    // 2. Row: lane 0 of each warp leaves its sum in shared memory (at most 8
+    //    warps in a 256-thread block); the row's first thread adds them up.
+    __shared__ opmath_t partial[8][3];
+    const int warp = (threadIdx.y * blockDim.x + threadIdx.x) / 32;
+    if (threadIdx.x % 32 == 0) {
+      partial[warp][0] = gx;
+      partial[warp][1] = gy;
+      partial[warp][2] = gz;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      const int warps_per_row = blockDim.x / 32;
       for (int d = 0; d < 3; ++d) {
-        sum[d] += partial[i][d];
+        sum[d] = 0;
+        for (int i = warp; i < warp + warps_per_row; ++i) {
+          sum[d] += partial[i][d];
+        }
       }
     }
+  }
+  // 3. One store per valid cube, by the row's first thread.
+  if (valid && threadIdx.x == 0) {
     // du/dx = 1/2: the chain rule through u = (x + 1) / 2.
     for (int d = 0; d < 3; ++d) {
       grad_points[3 * n + d] = static_cast<scalar_t>(opmath_t(0.5) * sum[d]);
@@ -260,8 +270,8 @@ static void backward_cuda_launch(const at::Tensor& grad_out, const at::Tensor& f
                                  at::Tensor& grad_feats, at::Tensor& grad_points, cudaStream_t stream) {
   const int64_t N = grad_out.size(0), F = grad_out.size(1);
   // A row of threads per cube, as wide as the packs of one cube's features
-  // (rounded up to whole warps, at most 256); as many rows as fit in 256 threads.
-  const int tx = static_cast<int>(std::min<int64_t>(256, (F / VEC + 31) / 32 * 32));
+  // (row_width); as many rows as fit in 256 threads.
+  const int tx = row_width(F / VEC);
   const int ty = 256 / tx;
   const int64_t blocks = (N + ty - 1) / ty;
   TORCH_CHECK(blocks <= std::numeric_limits<int32_t>::max(), "trilinear_backward: N = ", N,
@@ -300,37 +310,17 @@ static bool can_use_packs(const at::Tensor& grad_out, const at::Tensor& feats, c
          (!grad_feats.defined() || aligned16(grad_feats.const_data_ptr()));
 }
 
-// The pack width of a backward launch: the widest that fits (can_use_packs), halved
-// while a row would have fewer than 32 packs, so that no lane of a row's warps idles.
-template <typename scalar_t>
-static int backward_pack(const at::Tensor& grad_out, const at::Tensor& feats, const at::Tensor& grad_feats,
-                         const at::Tensor& grad_points) {
-  int vec = can_use_packs<scalar_t>(grad_out, feats, grad_feats, grad_points) ? 16 / sizeof(scalar_t) : 1;
-  while (vec > 1 && grad_out.size(1) / vec < 32) {
-    vec /= 2;
-  }
-  return vec;
-}
-
-// Calls f(std::integral_constant<int, V>{}) with V = vec, a power of two no larger than kMax.
-template <int kMax, typename Fn>
-static void with_pack(int vec, Fn&& f) {
-  if constexpr (kMax > 1) {
-    if (vec < kMax) {
-      return with_pack<kMax / 2>(vec, std::forward<Fn>(f));
-    }
-  }
-  f(std::integral_constant<int, kMax>{});
-}
-
 void trilinear_backward_cuda(const at::Tensor& grad_out, const at::Tensor& feats, const at::Tensor& points,
                              at::Tensor& grad_feats, at::Tensor& grad_points) {
   const c10::cuda::CUDAGuard guard(grad_out.device());
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, grad_out.scalar_type(), "trilinear_backward_cuda", [&] {
-    with_pack<16 / sizeof(scalar_t)>(backward_pack<scalar_t>(grad_out, feats, grad_feats, grad_points), [&](auto vec) {
-      backward_cuda_flags<scalar_t, decltype(vec)::value>(grad_out, feats, points, grad_feats, grad_points, stream);
-    });
+    constexpr int kVec = 16 / sizeof(scalar_t);
+    if (can_use_packs<scalar_t>(grad_out, feats, grad_feats, grad_points)) {
+      backward_cuda_flags<scalar_t, kVec>(grad_out, feats, points, grad_feats, grad_points, stream);
+    } else {
+      backward_cuda_flags<scalar_t, 1>(grad_out, feats, points, grad_feats, grad_points, stream);
+    }
   });
 }
 
@@ -355,21 +345,22 @@ struct AtomicPerThread {
 };
 
 // AtomicPerWarp: the common production pattern. The warp's shuffle reduction
-// first (as in reduce_points_grad, step 1), then lane 0 of each warp adds the
-// warp's sums: one atomic per warp, cube and coordinate (one per cube when the
-// row is a single warp). No shared memory, no __syncthreads().
+// first (as in reduce_points_grad, step 1), then the first lane of each row's
+// segment adds its sums: one atomic per warp, cube and coordinate (one per cube
+// when the row is a warp or less). No shared memory, no __syncthreads().
 struct AtomicPerWarp {
   template <typename scalar_t, typename opmath_t>
   __device__ __forceinline__ static void write(opmath_t gx, opmath_t gy, opmath_t gz, bool valid, int64_t n,
                                                scalar_t* __restrict__ grad_points) {
-    // Every lane of the warp takes part (a warp never spans two rows, so its
-    // lanes are all valid or all not).
-    for (int offset = 16; offset > 0; offset /= 2) {
-      gx += __shfl_down_sync(0xffffffffu, gx, offset);
-      gy += __shfl_down_sync(0xffffffffu, gy, offset);
-      gz += __shfl_down_sync(0xffffffffu, gz, offset);
+    // Every lane of the warp takes part; the shuffles stay within a row's
+    // segment of the warp (as in reduce_points_grad, step 1).
+    const int width = blockDim.x < 32 ? blockDim.x : 32;
+    for (int offset = width / 2; offset > 0; offset /= 2) {
+      gx += __shfl_down_sync(0xffffffffu, gx, offset, width);
+      gy += __shfl_down_sync(0xffffffffu, gy, offset, width);
+      gz += __shfl_down_sync(0xffffffffu, gz, offset, width);
     }
-    if (valid && threadIdx.x % 32 == 0) {
+    if (valid && threadIdx.x % width == 0) {
       atomicAdd(&grad_points[3 * n + 0], static_cast<scalar_t>(opmath_t(0.5) * gx));
       atomicAdd(&grad_points[3 * n + 1], static_cast<scalar_t>(opmath_t(0.5) * gy));
       atomicAdd(&grad_points[3 * n + 2], static_cast<scalar_t>(opmath_t(0.5) * gz));
@@ -380,11 +371,14 @@ struct AtomicPerWarp {
 template <typename scalar_t, typename Write>
 static void points_grad_atomic_typed(const at::Tensor& grad_out, const at::Tensor& feats, const at::Tensor& points,
                                      at::Tensor& grad_points, cudaStream_t stream) {
+  constexpr int kVec = 16 / sizeof(scalar_t);
   at::Tensor no_grad_feats;  // the points' gradient only, as backward(..., need_feats=false) computes it
-  with_pack<16 / sizeof(scalar_t)>(backward_pack<scalar_t>(grad_out, feats, no_grad_feats, grad_points), [&](auto vec) {
-    backward_cuda_launch<scalar_t, decltype(vec)::value, false, true, Write>(grad_out, feats, points, no_grad_feats,
-                                                                            grad_points, stream);
-  });
+  if (can_use_packs<scalar_t>(grad_out, feats, no_grad_feats, grad_points)) {
+    backward_cuda_launch<scalar_t, kVec, false, true, Write>(grad_out, feats, points, no_grad_feats, grad_points,
+                                                             stream);
+  } else {
+    backward_cuda_launch<scalar_t, 1, false, true, Write>(grad_out, feats, points, no_grad_feats, grad_points, stream);
+  }
 }
 
 void trilinear_points_grad_atomic_cuda(const at::Tensor& grad_out, const at::Tensor& feats, const at::Tensor& points,
