@@ -79,12 +79,12 @@ def main(argv: list[str] | None = None) -> None:
         print(f"  {name:34s} {fields.get('dtype', ''):9s} {t.median_ms:9.4f} ms{floor}", flush=True)
         return row
 
-    # --- the backward kernels, each against the bytes it must move, every dtype
-    for dtype in DTYPES:
+    def kernels(n: int, f: int, dtype: torch.dtype, group: str) -> None:
+        """The forward and the backward kernels at (n, f), each against the bytes it must move."""
         dname = str(dtype).replace("torch.", "")
-        grad_out, feats, points = inputs(N, F, device, dtype)
+        grad_out, feats, points = inputs(n, f, device, dtype)
         gf, gp = ext.backward(grad_out, feats, points, True, True)
-        fields = dict(N=N, F=F, dtype=dname, group="kernels")
+        fields = dict(N=n, F=f, dtype=dname, group=group)
         out = ext.forward(feats, points)
         add("forward", lambda: ext.forward(feats, points), timing.nbytes(feats, points, out), **fields)
         add("backward grad_feats", lambda: ext.backward(grad_out, feats, points, True, False),
@@ -93,7 +93,18 @@ def main(argv: list[str] | None = None) -> None:
             timing.nbytes(grad_out, feats, points, gp), **fields)
         add("backward both", lambda: ext.backward(grad_out, feats, points, True, True),
             timing.nbytes(grad_out, feats, points, gf, gp), **fields)
-        del grad_out, feats, points, gf, gp, out
+
+    # --- the kernels at one size, every dtype
+    for dtype in DTYPES:
+        kernels(N, F, dtype, "kernels")
+
+    # --- short rows: below 32 packs a row is a power of two wide, several cubes to a warp (lesson section 5),
+    # which F = 256 above never shows: F = 16 and 32 in float32 (4 and 8 packs), 32 and 64 in 16-bit types.
+    if device == "cuda":
+        scale = 64 if args.quick else 1
+        for n, f, dtype in ((1 << 18, 16, torch.float32), (1 << 18, 32, torch.float32), (1 << 20, 32, torch.float32),
+                            (1 << 18, 32, torch.bfloat16), (1 << 18, 64, torch.bfloat16), (1 << 18, 64, torch.float16)):
+            kernels(n // scale, f, dtype, "short_rows")
 
     # --- the points gradient: one kernel, three ways for a row's partial sums to reach grad_points.
     # The same loads (16-byte packs), the same weights per cube, the same partial sums per thread; only

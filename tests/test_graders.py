@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from coursekit import ROOT, chapters, selfcheck
+from coursekit import ROOT, chapters, grading, selfcheck
 
 pytestmark = pytest.mark.graders
 
@@ -86,34 +86,66 @@ def _case_key(chapter, variant) -> str:
 # checks the stubs alone (the longest case on a GPU: every CUDA test of the chapter, against each
 # stub), parts 1 to K-1 every (K-1)-th variant; one part (K = 1) checks everything.
 PART, PARTS = (int(x) for x in selfcheck.SHARD.split("/"))
+# COURSE_SELFCHECK_SHARDS=each: `./course selfcheck` lists the cases left to check (COURSE_SELFCHECK_PENDING=1:
+# a case the ledger records as passed under the same key is not collected), then runs each in a process
+# and folder of its own (COURSE_SELFCHECK_CASE=its id), the longest first. A GPU's CUDA-only self-check
+# splits the stubs into one case per exercise (NN-stubs:NAME; COURSE_SELFCHECK_STUBS_BY_EXERCISE=1 on any
+# machine): as one case, every CUDA test of chapter 06 against each of its stubs in turn took longer than
+# a call on a lent GPU lasts, and a case cut short records nothing.
+CASE = os.environ.get("COURSE_SELFCHECK_CASE")
+PENDING = os.environ.get("COURSE_SELFCHECK_PENDING") == "1"
+STUBS_BY_EXERCISE = selfcheck.CUDA_TESTS_ONLY or os.environ.get("COURSE_SELFCHECK_STUBS_BY_EXERCISE") == "1"
+
+
+def _stub_cases(chapter):
+    if not STUBS_BY_EXERCISE:
+        return [(f"{chapter.number}-stubs", None)]
+    return [(f"{chapter.number}-stubs:{name}", name) for name in grading.exercise_names(chapter)]
+
+
+def _passed(case: str, chapter, variant) -> dict | None:
+    """The ledger's record of this case if it passed under the key it has now."""
+    record = _ledger_read().get(case) if LEDGER is not None else None
+    if record is not None and record["key"] == _case_key(chapter, variant) and record["outcome"] == "passed":
+        return record
+    return None
 
 
 def _cases():
     for chapter in chapters.existing():
+        cases = []
         if PART == 0:
-            yield pytest.param(chapter, None, id=f"{chapter.number}-stubs")
+            cases += [(case, chapter, None, exercise) for case, exercise in _stub_cases(chapter)]
         found = list(selfcheck.variants(chapter))
         if CUDA_ONLY:  # the others are not collected (not skipped), so that the parts are even
             found = [v for v in found if v.cuda_only and not (UNEMULATED and selfcheck.emulated(chapter, v))]
         if SEED:
             random.Random(f"{SEED}-{chapter.number}").shuffle(found)
         for v in found if PARTS == 1 else (found[PART - 1::PARTS - 1] if PART else []):
-            yield pytest.param(chapter, v, id=f"{chapter.number}-{v.name}")
+            cases.append((f"{chapter.number}-{v.name}", chapter, v, None))
+        for case, chapter_, variant, exercise in cases:
+            if CASE is not None and case != CASE:
+                continue
+            if PENDING and _passed(case, chapter_, variant) is not None:
+                continue
+            yield pytest.param(chapter_, variant, exercise, id=case)
 
 
-@pytest.mark.parametrize("chapter, variant", list(_cases()))
-def test_grader(chapter, variant):
+@pytest.mark.parametrize("chapter, variant, exercise", list(_cases()))
+def test_grader(chapter, variant, exercise, monkeypatch):
     if DEADLINE and time.time() > DEADLINE and variant is not None:  # the stubs always run
         pytest.skip("not checked in this run: the self-check's time budget is spent; "
                     "`./course selfcheck` with no budget checks every case")
-    case = f"{chapter.number}-{'stubs' if variant is None else variant.name}"
+    case = f"{chapter.number}-{'stubs' if variant is None else variant.name}" + (f":{exercise}" if exercise else "")
     if LEDGER is not None:
         key = _case_key(chapter, variant)
-        record = _ledger_read().get(case)
-        if record is not None and record["key"] == key and record["outcome"] == "passed":
+        record = _passed(case, chapter, variant)
+        if record is not None:
             pytest.skip(f"passed on {record['device']} on {record['date']} (ledger {LEDGER.name}, same key)")
         started = time.time()
     if variant is None:
+        if exercise is not None:  # this exercise's stub alone (the grader grades each exercise alone anyway)
+            monkeypatch.setattr(grading, "exercise_names", lambda _chapter: [exercise])
         problems = selfcheck.check_stubs(chapter)
     else:
         how = selfcheck.how_checked(chapter, variant)

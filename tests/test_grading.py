@@ -71,6 +71,41 @@ def test_ledger_key_names_the_case():
     assert key not in others and len(others) == 3
 
 
+def test_each_case_lists_what_is_left(monkeypatch, tmp_path):
+    """COURSE_SELFCHECK_SHARDS=each (a lent GPU's self-check, spread over calls): `./course selfcheck` lists
+    the cases its ledger does not record as passed under their key now, the stubs first (one case per
+    exercise where they are split), and runs each alone. Chapter 01, with an empty ledger, then with a stub's
+    and a variant's records passed (not listed), one passed under another key and one failed (listed)."""
+    import importlib.util
+    import json
+
+    from coursekit import __main__ as cli
+
+    spec = importlib.util.spec_from_file_location("graders_for_keys", ROOT / "tests" / "test_graders.py")
+    graders = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(graders)  # its _case_key: the key the listing compares
+    ledger = tmp_path / "ledger.json"
+    monkeypatch.setenv("COURSE_SELFCHECK_LEDGER", str(ledger))
+    monkeypatch.setenv("COURSE_SELFCHECK_STUBS_BY_EXERCISE", "1")
+    for name in ("COURSE_SELFCHECK_CUDA_ONLY", "COURSE_SELFCHECK_SEED", "COURSE_SELFCHECK_SHARD", "COURSE_SELFCHECK_CASE"):
+        monkeypatch.delenv(name, raising=False)
+    chapter = chapters.find("01")
+    variants = selfcheck.variants(chapter)
+    stubs = [f"01-stubs:{name}" for name in grading.exercise_names(chapter)]
+    everything = stubs + [f"01-{v.name}" for v in variants]
+    assert len(stubs) >= 2 and len(variants) >= 3
+    assert cli._pending_cases([chapter]) == everything
+
+    def record(variant, outcome="passed", key=None):
+        return {"key": key or graders._case_key(chapter, variant), "outcome": outcome, "device": "CPU",
+                "torch": "", "date": "", "seconds": 0}
+
+    ledger.write_text(json.dumps({stubs[0]: record(None), everything[len(stubs)]: record(variants[0]),
+                                  everything[len(stubs) + 1]: record(variants[1], key="another"),
+                                  everything[len(stubs) + 2]: record(variants[2], outcome="failed")}))
+    assert cli._pending_cases([chapter]) == [c for c in everything if c not in (stubs[0], everything[len(stubs)])]
+
+
 def test_prewarmed_verdicts_are_the_ones_a_case_reads(monkeypatch, tmp_path):
     """The GPU self-check grades each chapter's own exercises once before its parts start
     (coursekit.__main__._prewarm_verdicts): a grade of the solution afterwards must find every
