@@ -219,6 +219,9 @@ def cmd_selfcheck(args) -> int:
     each = os.environ.get("COURSE_SELFCHECK_SHARDS") == "each"
     if each:
         cases = _pending_cases(parts)
+        if not cases and not jobs:
+            print("[course] grader self-check: the ledger records every case as passed under its key now", flush=True)
+            return 0
         jobs += [(case, ["tests/test_graders.py"],
                   {"COURSE_SELFCHECK_CASE": case, "COURSE_SELFCHECK_DIR": str(ROOT / ".build" / "selfcheck" / f"case-{case}")})
                  for case in cases]
