@@ -104,9 +104,9 @@ writing into an existing tensor of that size and allocating one before writing i
     new_markdown_cell("""## The points gradient: a fixed-order reduction against atomicAdd
 
 `points_grad_atomic` runs the same backward kernel (same loads, same weights, same partial sums per
-thread) with another last step: every thread `atomicAdd`s its partial sum, or each warp reduces with
-shuffles and lane 0 adds once. The chapter's kernel reduces across the row in shared memory and
-writes once. The last column counts how many of 9 reruns gave bit-identical results to the first."""),
+thread) with another last step: every thread `atomicAdd`s its partial sum, or each warp (each row, when
+rows are shorter than a warp) reduces with shuffles and its first lane adds once. The chapter's kernel
+reduces in a fixed order (shuffles, then shared memory for rows of several warps) and writes once. The last column counts how many of 9 reruns gave bit-identical results to the first."""),
     new_code_cell("""if gpu:
     print(f"{'version':36s} {'dtype':8s} {'N, F':>12s} {'ms':>8s} {'of floor':>9s} {'identical reruns':>17s}")
     for r in gpu["records"]:
