@@ -237,20 +237,28 @@ def cmd_selfcheck(args) -> int:
     _prewarm_nvcc_cache([c.number for c in parts] if only else None)
     print(f"[course] grader self-check: {len(jobs)} parts, {workers} at a time", flush=True)
 
+    deadline = float(os.environ.get("COURSE_SELFCHECK_DEADLINE") or 0)
+
     def run(job):
         name, argv, env = job
         t0 = time.time()
+        if each and deadline and t0 > deadline and not re.match(r"\d\d-stubs(:|$)", name):
+            return name, None, 0.0  # skipped as the case would skip itself (tests/test_graders.py), unstarted
         proc = subprocess.run([sys.executable, "-m", "pytest", "-m", "graders", "-q", "-ra", "-p", "no:cacheprovider",
                                *argv], cwd=ROOT, capture_output=True, text=True, env={**os.environ, **env})
         return name, proc, time.time() - t0
 
     totals = {"passed": 0, "failed": 0, "skipped": 0, "error": 0}
-    worst = 0
+    worst = unstarted = 0
     # Each part is reported as it ends, so a run stopped early (a machine's time limit) still
     # shows every part that finished.
     with ThreadPoolExecutor(workers) as pool:
         for future in as_completed([pool.submit(run, job) for job in jobs]):
             name, proc, seconds = future.result()
+            if proc is None:
+                totals["skipped"] += 1
+                unstarted += 1
+                continue
             out = (proc.stdout + proc.stderr).rstrip()
             last = out.splitlines()[-1] if out else ""
             for count, word in re.findall(r"(\d+) (passed|failed|skipped|errors?)", last):
@@ -260,6 +268,8 @@ def cmd_selfcheck(args) -> int:
             print(f"\n=== {name} ({seconds:.0f} s, exit {proc.returncode})", flush=True)
             print(out if code else last, flush=True)
     failed = totals["failed"] + totals["error"]
+    if unstarted:
+        print(f"\n{unstarted} cases not started: the time budget was spent (skipped; the ledger keeps them to check)")
     print(f"\nselfcheck: {totals['passed']} passed, {failed} failed, {totals['skipped']} skipped")
     return 1 if worst or failed or not totals["passed"] else 0
 

@@ -615,8 +615,10 @@ inline T from_bits(uint64_t b) {
 }
 
 // The mask of a *_sync warp operation names the lanes taking part (CUDA C++ Programming Guide,
-// warp shuffle and vote functions): each calling lane must be in it, they must all pass the same
-// one, and a shuffle must read from a lane in it; anything else is undefined on a GPU.
+// warp shuffle and vote functions): each calling lane must be in it, every lane it names that has
+// not exited must make the same call with the same mask, and a shuffle must read from a lane in
+// it; anything else is undefined on a GPU. The lanes of a warp may take part in different calls
+// with disjoint masks at once (each row's segment with its own, as cooperative groups' tiles do).
 inline void check_masks(int w0, int w1) {
   State& s = st();
   static const char* names[] = {"", "a __shfl*_sync", "a __ballot_sync/__any_sync/__all_sync", "a __syncwarp"};
@@ -625,7 +627,6 @@ inline void check_masks(int w0, int w1) {
     snprintf(m, sizeof(m), "0x%08x", mask);
     return std::string(m);
   };
-  const Fiber* first = nullptr;
   for (int i = w0; i < w1; ++i) {
     const Fiber& f = s.fibers[i];
     if (f.done) continue;
@@ -633,16 +634,19 @@ inline void check_masks(int w0, int w1) {
       throw std::runtime_error("warp error in " + s.kernel + ", block (" + std::to_string(s.bidx.x) + ", " +
                                std::to_string(s.bidx.y) + ", " + std::to_string(s.bidx.z) + "), thread " +
                                tid_text(f) + " (lane " + std::to_string(i - w0) + "): " + names[f.op] +
-                               " with mask " + hex(f.mask) + " " + what + " (undefined on a GPU: the mask must name every "
-                               "lane that calls it and every lane it reads; 0xffffffff when the whole warp does)");
+                               " with mask " + hex(f.mask) + " " + what + " (undefined on a GPU: a mask names "
+                               "the lane that calls with it, every other lane that makes the same call with the "
+                               "same mask, and every lane a shuffle reads; 0xffffffff when the whole warp does)");
     };
     if (!(f.mask >> (i - w0) & 1u)) fail("leaves out its own lane");
-    if (first && (f.mask != first->mask || f.op != first->op)) {
-      fail("while lane " + std::to_string(first - &s.fibers[w0]) + " calls " + names[first->op] + " with mask " +
-           hex(first->mask));
+    for (int j = w0; j < w1; ++j) {
+      const Fiber& g = s.fibers[j];
+      if (j == i || g.done || !(f.mask >> (j - w0) & 1u)) continue;
+      if (g.mask != f.mask || g.op != f.op) {
+        fail("names lane " + std::to_string(j - w0) + ", which calls " + names[g.op] + " with mask " + hex(g.mask));
+      }
     }
     if (f.op == 1 && f.src >= 0 && !(f.mask >> f.src & 1u)) fail("reads lane " + std::to_string(f.src) + ", outside it");
-    if (!first) first = &f;
   }
 }
 
@@ -682,7 +686,7 @@ inline bool release() {
         // a lane that has exited gives garbage, as on a GPU: all bits set
         f.get = j < w1 && !s.fibers[j].done ? s.fibers[j].give : ~uint64_t(0);
       } else if (f.op == 2) {
-        f.get = ballot;
+        f.get = ballot & f.mask;  // the lanes of its own mask (all of them when every lane passes the same)
       }
       f.waiting = 0;
     }

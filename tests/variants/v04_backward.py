@@ -501,6 +501,13 @@ VARIANTS += [
             "and go on to exit. Undefined by the letter of the CUDA guide (only exited lanes are exempt); no row "
             "reads another's lanes, and the judge, which counts finished lanes as exited, passes it",
             _CU, _SHUFFLES, "\n  if (valid) {" + _SHUFFLES + "  }\n", cuda_only=True, correct=True),
+    Variant("reduction-segment-masks", "each row's segment shuffles with a mask that names its own lanes only "
+            "(what cooperative groups' thread_block_tile passes): every lane a mask names makes the same call with "
+            "that mask and reads inside it, which the CUDA guide allows; another right answer",
+            _CU, _SHUFFLES,
+            "\n  const unsigned lane = (threadIdx.y * blockDim.x + threadIdx.x) % 32;\n"
+            "  const unsigned segment = width == 32 ? 0xffffffffu : ((1u << width) - 1u) << (lane / width * width);"
+            + _SHUFFLES.replace("0xffffffffu", "segment"), cuda_only=True, correct=True),
     Variant("reduction-multi-declarator-shared", "three shared arrays in one declaration, one per axis",
             _CU, _ROW_SUM,
             "    __shared__ opmath_t px[8], py[8], pz[8];\n"
