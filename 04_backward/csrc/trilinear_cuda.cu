@@ -131,9 +131,9 @@ void trilinear_forward_cuda(const at::Tensor& feats, const at::Tensor& points, a
 //      warp); one thread writes.
 // That last step is a template parameter of the kernel (Write), so that a
 // variant of the kernel can change it and nothing else (chapter 04 compares
-// it with atomicAdd versions, README section 5).
+// it with atomicAdd versions, 04_backward/README.md section 5).
 
-// The points-gradient reduction (exercise points-reduction, README section 5).
+// The points-gradient reduction (chapter 04's exercise points-reduction, 04_backward/README.md section 5).
 // Every thread of the block calls it, valid or not, with its partial sums
 // (gx, gy, gz) over the features it handled; threads of rows past the last cube
 // (valid = false) bring zeros. The block is (blockDim.x, blockDim.y) with
