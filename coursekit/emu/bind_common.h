@@ -146,7 +146,10 @@ std::vector<at::Tensor> trilinear_backward(Backward&& backward, const at::Tensor
   at::Tensor grad_feats, grad_points;
   if (need_feats) grad_feats = guarded_empty(feats.sizes(), feats.options(), at_end, "grad_feats");
   if (need_points) grad_points = guarded_empty(points.sizes(), points.options(), at_end, "grad_points");
-  backward(g, f, p, grad_feats, grad_points);
+  {
+    OneStorePerElement one;  // the design: each gradient element written by exactly one thread, once
+    backward(g, f, p, grad_feats, grad_points);
+  }
   std::vector<at::Tensor> out;
   if (need_feats) {
     check_written(grad_feats, "grad_feats", "(n, k, f)");

@@ -555,19 +555,22 @@ inline void syncthreads(int line) {
 // (0xFFFE, 0xFFFEFFFE, 0xFFFEFFFEFFFEFFFE), and another NaN than the outputs' poison (every
 // byte 0xFF), so that an output computed from an unwritten slot (x86 keeps a NaN's bits through
 // arithmetic) is told apart from one that no thread wrote.
-inline void poison_shared() {
+inline void poison_bytes(void* where, size_t n) {
   static unsigned char pattern[4097];  // FE FF FE FF ..., one byte more: a copy may start at the FF
   static const bool ready = [] {
     for (size_t i = 0; i < sizeof pattern; ++i) pattern[i] = i % 2 ? 0xFF : 0xFE;
     return true;
   }();
   (void)ready;
+  unsigned char* p = static_cast<unsigned char*>(where);
+  const size_t odd = reinterpret_cast<uintptr_t>(p) & 1;  // an even address starts a pair
+  for (size_t done = 0; done < n; done += 4096) {
+    memcpy(p + done, pattern + odd, std::min<size_t>(4096, n - done));
+  }
+}
+inline void poison_shared() {
   for (const auto& v : st().shared) {
-    unsigned char* p = static_cast<unsigned char*>(v.first);
-    const size_t odd = reinterpret_cast<uintptr_t>(p) & 1;  // an even address starts a pair
-    for (size_t done = 0; done < v.second; done += 4096) {
-      memcpy(p + done, pattern + odd, std::min<size_t>(4096, v.second - done));
-    }
+    poison_bytes(v.first, v.second);
   }
 }
 // A __shared__ variable (emulate.py turns `__shared__ T name[...];` into a static reference to
@@ -579,6 +582,7 @@ inline void* shared_alloc(size_t n, size_t align, size_t elem, const char* name)
   void* p = guarded_alloc(padded, elem, true, std::string("__shared__ ") + name);
   st().buffers.back().shared = true;
   st().shared.emplace_back(p, padded);
+  poison_bytes(p, padded);  // made by the first thread that reaches it, after its block's start: poisoned now
   return p;
 }
 
