@@ -508,6 +508,10 @@ VARIANTS += [
             "\n  const unsigned lane = (threadIdx.y * blockDim.x + threadIdx.x) % 32;\n"
             "  const unsigned segment = width == 32 ? 0xffffffffu : ((1u << width) - 1u) << (lane / width * width);"
             + _SHUFFLES.replace("0xffffffffu", "segment"), cuda_only=True, correct=True),
+    Variant("reduction-every-warp-leader-stores", "lane 0 of every warp adds up its row's slots and stores: "
+            "the right values, but a row of k warps writes each element k times (the contract: one writer)",
+            _CU, "    if (threadIdx.x == 0) {\n      const int warps_per_row = blockDim.x / 32;\n      for (int d = 0; d < 3; ++d) {\n        sum[d] = 0;\n        for (int i = warp; i < warp + warps_per_row; ++i) {\n          sum[d] += partial[i][d];\n        }\n      }\n    }\n  }\n  // 3. One store per valid cube, by the row's first thread.\n  if (valid && threadIdx.x == 0) {\n",
+            "    if (threadIdx.x % 32 == 0) {\n      const int warps_per_row = blockDim.x / 32;\n      const int first = warp - threadIdx.x / 32;\n      for (int d = 0; d < 3; ++d) {\n        sum[d] = 0;\n        for (int i = first; i < first + warps_per_row; ++i) {\n          sum[d] += partial[i][d];\n        }\n      }\n    }\n  }\n  // 3. One store per valid cube, by the row's first thread.\n  if (valid && threadIdx.x % 32 == 0) {\n", cuda_only=True),
     Variant("reduction-multi-declarator-shared", "three shared arrays in one declaration, one per axis",
             _CU, _ROW_SUM,
             "    __shared__ opmath_t px[8], py[8], pz[8];\n"
