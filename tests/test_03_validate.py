@@ -18,10 +18,13 @@ few is counted.
 from __future__ import annotations
 
 import json
+import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -454,6 +457,70 @@ def test_vectorized_emulated(emulated, dtype, N, F):
     for at_end in (True, False):
         out = emulated.forward(feats, points, "vectorized", at_end, N + F)
         check(out, feats, points, what=f"forward_vectorized (emulated), N={N}, F={F}")
+
+
+# The exercise's point is the width of each access: one 16-byte load per corner and one 16-byte
+# store per pack. The values cannot show it (element by element gives the same numbers, and the
+# judge runs on a CPU), so where a CUDA toolkit is found the kernel's file is compiled to PTX (device
+# code only, a few seconds) and each instantiation of forward_vectorized must load and store 16
+# bytes at once: ld.global / st.global of 4 32-bit or 2 64-bit values.
+WIDE_LOAD = re.compile(r"\bld\.global(?:\.[\w:]+)*\.(?:v4\.[bfsu]32|v2\.[bfsu]64)\b")
+WIDE_STORE = re.compile(r"\bst\.global(?:\.[\w:]+)*\.(?:v4\.[bfsu]32|v2\.[bfsu]64)\b")
+
+
+def device_ptx(source) -> str:
+    """The PTX of source/csrc/trilinear_cuda.cu (sm_80), compiled as the chapter's build compiles it."""
+    from coursekit import toolkit
+    from torch.utils import cpp_extension
+
+    kit = toolkit.find_toolkit()
+    if kit is None:
+        pytest.skip("no CUDA toolkit (nvcc) here: the width of the kernel's loads is checked where there is one")
+    flags = [*cpp_extension.COMMON_NVCC_FLAGS, "-O3", "-DWITH_CUDA", "-arch=sm_80", "-ptx", "-I", str(source / "csrc")]
+    flags += [f for d in cpp_extension.include_paths(device_type="cuda") for f in ("-isystem", d)]
+    with tempfile.TemporaryDirectory() as tmp:
+        ptx = Path(tmp) / "trilinear_cuda.ptx"
+        errors = ""
+        for std in ("-std=c++20", "-std=c++17"):  # torch's headers ask for C++20 from torch 2.10 on
+            r = subprocess.run([str(kit.nvcc), *flags, std, str(source / "csrc" / "trilinear_cuda.cu"), "-o", str(ptx)],
+                               capture_output=True, text=True)
+            if r.returncode == 0:
+                return ptx.read_text()
+            errors = (r.stdout + r.stderr)[-3000:]
+    pytest.fail(f"nvcc could not compile csrc/trilinear_cuda.cu to PTX:\n{errors}")
+
+
+def ptx_entries(ptx: str, name: str) -> dict[str, str]:
+    """The body of every .entry whose (mangled) name contains `name`, by that name."""
+    found = {}
+    for m in re.finditer(r"\.entry\s+(\w+)\s*\(", ptx):
+        if name in m.group(1):
+            start = ptx.index("{", m.end())
+            depth, i = 0, start
+            while True:
+                depth += {"{": 1, "}": -1}.get(ptx[i], 0)
+                i += 1
+                if depth == 0:
+                    break
+            found[m.group(1)] = ptx[start:i]
+    return found
+
+
+@pytest.mark.exercise("vectorized-kernel")
+def test_vectorized_moves_16_bytes_at_once(judged_source):
+    entries = ptx_entries(device_ptx(judged_source), "forward_vectorized")
+    assert len(entries) == 4, f"expected forward_vectorized for 4 dtypes in the PTX, found {sorted(entries)}"
+    dtypes = {"IdE": "float64", "IfE": "float32", "IN3c104HalfEE": "float16", "IN3c108BFloat16EE": "bfloat16"}
+    for mangled, body in entries.items():
+        dtype = next((d for k, d in dtypes.items() if mangled.endswith(k) or k in mangled), mangled)
+        loads, stores = len(WIDE_LOAD.findall(body)), len(WIDE_STORE.findall(body))
+        assert loads and stores, (
+            f"forward_vectorized<{dtype}> compiles to {loads} 16-byte loads and {stores} 16-byte stores of global "
+            f"memory (nvcc -ptx): the values are right, but {'the features are read' if not loads else 'out is written'} "
+            f"element by element, which is what this kernel exists to avoid. A 16-byte access is a whole Pack copied "
+            f"in one statement: `const P x = f_n[...];` into a local variable, then its lanes; and `out_n[p] = y;` "
+            f"from a local Pack whose lanes you filled. Reading `f_n[...].v[i]`, or writing `out_n[p].v[i] = ...`, "
+            f"or going through a scalar_t pointer, moves one element at a time.")
 
 
 @pytest.mark.parametrize("mapping", ["naive", "coalesced"])

@@ -468,3 +468,27 @@ VARIANTS += [
             "operator of another thread during one of this thread is dropped",
             _PROF, 'if e["ts"] >= ends.get(e["tid"], float("-inf")):', 'if e["ts"] >= ends.get(0, float("-inf")):'),
 ]
+
+# Right values without the 16-byte accesses the exercise is about: what the PTX check
+# (test_vectorized_moves_16_bytes_at_once, where nvcc is found) closes.
+_LANES3 = ("      const P x = f_n[k * packs + p];  // one 16-byte load\n#pragma unroll\n"
+           "      for (int i = 0; i < P::size; ++i) {\n"
+           "        acc[i] += weight[k] * static_cast<opmath_t>(x.v[i]);\n      }\n")
+VARIANTS += [
+    Variant("vectorized-lanes-through-pack-pointer", "reads each lane as f_n[...].v[i] (no local Pack): nvcc loads one "
+            "element at a time", _VCU, _LANES3,
+            "#pragma unroll\n      for (int i = 0; i < P::size; ++i) {\n"
+            "        acc[i] += weight[k] * static_cast<opmath_t>(f_n[k * packs + p].v[i]);\n      }\n",
+            cuda_only=True),
+    Variant("vectorized-scalar-loads", "no Pack for the loads: a scalar_t pointer to the pack's first element",
+            _VCU, _LANES3,
+            "      const scalar_t* x = feats + (n * 8 + k) * F + p * P::size;\n#pragma unroll\n"
+            "      for (int i = 0; i < P::size; ++i) {\n"
+            "        acc[i] += weight[k] * static_cast<opmath_t>(x[i]);\n      }\n", cuda_only=True),
+    Variant("vectorized-store-lane-by-lane", "writes out_n[p].v[i] lane by lane instead of one Pack", _VCU, _STORE3,
+            "#pragma unroll\n    for (int i = 0; i < P::size; ++i) {\n"
+            "      out_n[p].v[i] = static_cast<scalar_t>(acc[i]);\n    }\n", cuda_only=True),
+    Variant("vectorized-scalar-store", "stores through a scalar_t pointer, one element at a time", _VCU, _STORE3,
+            "    scalar_t* y = out + n * F + p * P::size;\n#pragma unroll\n    for (int i = 0; i < P::size; ++i) {\n"
+            "      y[i] = static_cast<scalar_t>(acc[i]);\n    }\n", cuda_only=True),
+]
