@@ -469,7 +469,7 @@ WIDE_STORE = re.compile(r"\bst\.global(?:\.[\w:]+)*\.(?:v4\.[bfsu]32|v2\.[bfsu]6
 
 
 def device_ptx(source) -> str:
-    """The PTX of source/csrc/trilinear_cuda.cu (sm_80), compiled as the chapter's build compiles it."""
+    """The PTX of source/csrc/trilinear_cuda.cu for sm_80, with the flags torch gives a CUDA extension."""
     from coursekit import toolkit
     from torch.utils import cpp_extension
 
@@ -512,15 +512,15 @@ def test_vectorized_moves_16_bytes_at_once(judged_source):
     assert len(entries) == 4, f"expected forward_vectorized for 4 dtypes in the PTX, found {sorted(entries)}"
     dtypes = {"IdE": "float64", "IfE": "float32", "IN3c104HalfEE": "float16", "IN3c108BFloat16EE": "bfloat16"}
     for mangled, body in entries.items():
-        dtype = next((d for k, d in dtypes.items() if mangled.endswith(k) or k in mangled), mangled)
+        dtype = next((d for k, d in dtypes.items() if k in mangled), mangled)
         loads, stores = len(WIDE_LOAD.findall(body)), len(WIDE_STORE.findall(body))
         assert loads and stores, (
             f"forward_vectorized<{dtype}> compiles to {loads} 16-byte loads and {stores} 16-byte stores of global "
             f"memory (nvcc -ptx): the values are right, but {'the features are read' if not loads else 'out is written'} "
-            f"element by element, which is what this kernel exists to avoid. A 16-byte access is a whole Pack copied "
-            f"in one statement: `const P x = f_n[...];` into a local variable, then its lanes; and `out_n[p] = y;` "
-            f"from a local Pack whose lanes you filled. Reading `f_n[...].v[i]`, or writing `out_n[p].v[i] = ...`, "
-            f"or going through a scalar_t pointer, moves one element at a time.")
+            f"element by element, which is what this kernel exists to avoid. A Pack moves as 16 bytes only when it "
+            f"is copied whole, in one statement: into a local Pack before its lanes are read, and from a local Pack "
+            f"whose lanes are filled. A lane read or written in place through the Pack pointer, or a scalar_t "
+            f"pointer into the row, moves one element at a time (the lesson's last pitfall).")
 
 
 @pytest.mark.parametrize("mapping", ["naive", "coalesced"])
