@@ -130,8 +130,9 @@ def case_key(chapter: chapters.Chapter, variant: exercises.Variant | None) -> st
     sources = [p for p in chapter.path.rglob("*") if p.is_file() and p.suffix in (".py", ".cpp", ".cu", ".cuh", ".h")
                and not any(part in ("build", "dist", "__pycache__") or part.endswith(".egg-info")  # not sources
                            for part in p.relative_to(chapter.path).parts)]
-    sources += [chapter.test_file, ROOT / "tests" / "conftest.py", *(ROOT / "coursekit" / f for f in _GRADING_CODE),
-                *(p for p in (ROOT / "coursekit" / "emu").iterdir() if p.suffix in (".h", ".cpp"))]
+    sources += [chapter.test_file, ROOT / "tests" / "conftest.py", *(ROOT / "coursekit" / f for f in _GRADING_CODE)]
+    if not CUDA_TESTS_ONLY:  # a GPU's CUDA-only self-check runs no emulated test: the judge's headers cannot decide it
+        sources += [p for p in (ROOT / "coursekit" / "emu").iterdir() if p.suffix in (".h", ".cpp")]
     for path in sorted(sources):
         digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]

@@ -16,9 +16,12 @@ at::Tensor gather_plain(const at::Tensor& grad_out, std::vector<int64_t> input_s
   const at::Tensor g = emu::guarded_copy(grad_out, at_end, "grad_out");
   at::Tensor grad_in = emu::guarded_empty({grad_out.size(0), grad_out.size(1), input_size[0], input_size[1]},
                                           grad_out.options(), at_end, "grad_in");
-  emu06_gather_plain(torch::aot_inductor::new_tensor_handle(at::Tensor(g)),
-                     torch::aot_inductor::new_tensor_handle(at::Tensor(grad_in)), input_size[0], input_size[1], mode,
-                     scale_h.value_or(NAN), scale_w.value_or(NAN));
+  {
+    emu::OneStorePerElement one;  // the contract: each grad_in value written once, by one thread
+    emu06_gather_plain(torch::aot_inductor::new_tensor_handle(at::Tensor(g)),
+                       torch::aot_inductor::new_tensor_handle(at::Tensor(grad_in)), input_size[0], input_size[1], mode,
+                       scale_h.value_or(NAN), scale_w.value_or(NAN));
+  }
   emu::check_written(grad_in, "grad_in", "(n, c, h, w)");
   return grad_in.clone();
 }

@@ -343,7 +343,8 @@ inline void on_trap(int sig, siginfo_t*, void* uc) {
                                     "per element, or combine the values first)"
                                   : " (the same value again: in this kernel's design each element is stored once, by "
                                     "one thread; does a loop step by less than the threads that share it, e.g. 32 "
-                                    "where the block has blockDim.x threads along it? Right values, repeated work)");
+                                    "where the block has blockDim.x threads along it, or leave out a thread index, "
+                                    "threadIdx.y say? Right values, repeated work)");
   }
   s.pending.clear();
   const long page = sysconf(_SC_PAGESIZE);

@@ -132,6 +132,12 @@ VARIANTS = [
     Variant("plain-gather-planes-step-one", "steps the loop over planes by 1 instead of gridDim.z: right values, "
             "every block of a column of z redoes the planes after its own",
             "csrc/gather_plain.cu", "p < planes; p += gridDim.z) {", "p < planes; ++p) {", cuda_only=True),
+    Variant("gather-cuda-rows-without-threadidx-y", "walks the rows from blockIdx.y by gridDim.y, leaving out "
+            "threadIdx.y: the blockDim.y threads of a column in a block compute and store the same values (right "
+            "values, blockDim.y times the work)",
+            "csrc/gather_plain.cu", "for (int64_t h = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; "
+            "h < rows.in;\n       h += static_cast<int64_t>(gridDim.y) * blockDim.y) {",
+            "for (int64_t h = blockIdx.y; h < rows.in; h += gridDim.y) {", cuda_only=True),
     Variant("plain-gather-row-end-inclusive", "runs the row loop to rows.end[h] inclusive: one grad_out row too "
             "many (weight 0, but 0 * inf is NaN; past the last row of the last plane it reads past the tensor)",
             "csrc/gather_plain.cu", "dh < rows.end[h]; ++dh) {", "dh <= rows.end[h]; ++dh) {", cuda_only=True),
