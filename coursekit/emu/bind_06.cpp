@@ -44,7 +44,7 @@ at::Tensor gather_plain_last_plane(const at::Tensor& last, int64_t planes, std::
                        torch::aot_inductor::new_tensor_handle(at::Tensor(grad_in)), input_size[0], input_size[1], mode,
                        NAN, NAN);
   }
-  emu::check_written(tail, "grad_in's last plane", "(h, w)");
+  emu::check_written(tail, "grad_in's last plane", "(n, h, w)", emu::kPast2To31);
   return tail.clone();
 }
 

@@ -41,9 +41,17 @@ inline at::Tensor sparse_zeros(at::IntArrayRef sizes, const at::TensorOptions& o
   return torch::from_blob(p, sizes, [](void* q) { guarded_free(q); }, options);
 }
 
+// The hint of check_written for the tails of the launches over more than 2^31 elements.
+inline const std::string kPast2To31 =
+    ". These are the last elements of a launch over more than 2^31 elements: is an index or an offset "
+    "computed in 32 bits (an int, or a product of ints), so that it wraps there and the value goes "
+    "elsewhere, or the loop never reaches them? Offsets past 2^31 need int64_t";
+
 // Throws when some element of out still holds the poison (no thread wrote it), or shared
 // memory's poison (a thread wrote it, from a __shared__ slot no thread had written).
-inline void check_written(const at::Tensor& out, const std::string& name, const std::string& axes) {
+// `hint` is appended to the message for unwritten elements.
+inline void check_written(const at::Tensor& out, const std::string& name, const std::string& axes,
+                          const std::string& hint = "") {
   long long first = -1, count = 0;
   const long long n = out.numel();
   bool shared = false;
@@ -73,7 +81,7 @@ inline void check_written(const at::Tensor& out, const std::string& name, const 
   }
   throw std::runtime_error("output never written: " + std::to_string(count) + " of " + std::to_string(n) +
                            " elements of " + name + " hold no value from any thread, the first at " + axes + " = " +
-                           at + ")");
+                           at + ")" + hint);
 }
 
 // Chapters 02 and 03: the trilinear forward on N cubes (N * 8 * F past 2^31 elements), all zero
@@ -96,7 +104,7 @@ at::Tensor trilinear_tail(const at::Tensor& tail_feats, const at::Tensor& tail_p
     SampledLaunch sampled(T);
     launch(feats, points, out);
   }
-  check_written(tail, "out's last cubes", "(n - (N - " + std::to_string(T) + "), f)");
+  check_written(tail, "out's last cubes", "(n - (N - " + std::to_string(T) + "), f)", kPast2To31);
   return tail.clone();
 }
 
@@ -123,7 +131,7 @@ at::Tensor points_grad_tail(Backward&& backward, const at::Tensor& tail_grad_out
     at::Tensor no_grad_feats;  // undefined: only the points' gradient
     backward(grad_out, feats, points, no_grad_feats, grad_points);
   }
-  check_written(tail, "grad_points' last cubes", "(n - (N - " + std::to_string(T) + "), d)");
+  check_written(tail, "grad_points' last cubes", "(n - (N - " + std::to_string(T) + "), d)", kPast2To31);
   return tail.clone();
 }
 
