@@ -12,7 +12,9 @@
 #include <torch/headeronly/util/BFloat16.h>
 #include <torch/headeronly/util/Exception.h>
 #include <torch/headeronly/util/Half.h>
+#include <torch/headeronly/util/shim_utils.h>
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -50,13 +52,38 @@ using opmath_type = typename OpMath<scalar_t>::type;
 // (without them, the comma of `std::pair<int, float>` or of `<<<grid, block>>>`
 // splits the lambda into pieces). A dtype not listed raises "not implemented for".
 
-// A channels-last tensor of shape (N, C, H, W), strides (HWC, 1, WC, C), on like's device, in
-// like's dtype unless told: at::empty with memory_format=ChannelsLast, one call through the dispatcher.
-inline torch::stable::Tensor new_empty_channels_last(const torch::stable::Tensor& like, int64_t N, int64_t C,
-                                                     int64_t H, int64_t W,
-                                                     std::optional<torch::headeronly::ScalarType> dtype = std::nullopt) {
-  return torch::stable::empty({N, C, H, W}, dtype.value_or(like.scalar_type()), std::nullopt, like.device(),
-                              std::nullopt, torch::headeronly::MemoryFormat::ChannelsLast);
+// A new, uninitialised (N, C, H, W) tensor on like's device, in like's dtype unless told, packed
+// NCHW or channels-last (strides (HWC, 1, WC, C)), with the strides at::empty gives that memory
+// format. One C function of libtorch, aoti_torch_empty_strided (at::empty_strided): the
+// torch::stable::new_empty and empty of torch 2.10 find their aten op by name in the dispatcher
+// at every call, which a small tensor's call notices.
+inline torch::stable::Tensor new_packed(const torch::stable::Tensor& like, int64_t N, int64_t C, int64_t H,
+                                        int64_t W, bool channels_last,
+                                        std::optional<torch::headeronly::ScalarType> dtype = std::nullopt) {
+  const int64_t sizes[4] = {N, C, H, W};
+  int64_t strides[4];
+  if (channels_last) {  // c10::get_channels_last_strides_2d
+    strides[1] = 1;
+    strides[3] = C;
+    strides[2] = C * W;
+    strides[0] = C * W * H;
+  } else {  // contiguous: an axis of size 0 counts as 1
+    strides[3] = 1;
+    strides[2] = std::max<int64_t>(W, 1);
+    strides[1] = strides[2] * std::max<int64_t>(H, 1);
+    strides[0] = strides[1] * std::max<int64_t>(C, 1);
+  }
+  int32_t code = 0, device_type = 0, device_index = 0;
+  if (dtype.has_value()) {
+    code = torch::stable::detail::to<int32_t>(torch::stable::detail::from(*dtype));
+  } else {
+    TORCH_ERROR_CODE_CHECK(aoti_torch_get_dtype(like.get(), &code));
+  }
+  TORCH_ERROR_CODE_CHECK(aoti_torch_get_device_type(like.get(), &device_type));
+  TORCH_ERROR_CODE_CHECK(aoti_torch_get_device_index(like.get(), &device_index));
+  AtenTensorHandle handle = nullptr;
+  TORCH_ERROR_CODE_CHECK(aoti_torch_empty_strided(4, sizes, strides, code, device_type, device_index, &handle));
+  return torch::stable::Tensor(handle);
 }
 
 void upsample_forward_cpu(const torch::stable::Tensor& x, torch::stable::Tensor& out, const ResizeGeometry& g);

@@ -146,8 +146,7 @@ static Tensor forward_impl(const Tensor& x_in, const std::vector<int64_t>& size,
   // already packed, the usual case).
   const bool nhwc = channels_last_like(x_in);
   const Tensor x = packed(x_in, nhwc);
-  Tensor out = nhwc ? new_empty_channels_last(x, x.size(0), x.size(1), size[0], size[1])
-                    : torch::stable::new_empty(x, {x.size(0), x.size(1), size[0], size[1]});
+  Tensor out = new_packed(x, x.size(0), x.size(1), size[0], size[1], nhwc);
   if (out.numel() == 0) {
     if (name) *name = "none";
     return out;  // N = 0 or C = 0: nothing to compute, no kernel to launch
@@ -207,8 +206,7 @@ static Tensor backward_impl(const Tensor& grad_out_in, const std::vector<int64_t
   const Tensor grad_out = packed(grad_out_in, nhwc);
   // The gradient has the shape of the forward's input.
   const int64_t N = grad_out.size(0), C = grad_out.size(1);
-  Tensor grad_in = nhwc ? new_empty_channels_last(grad_out, N, C, input_size[0], input_size[1])
-                        : torch::stable::new_empty(grad_out, {N, C, input_size[0], input_size[1]});
+  Tensor grad_in = new_packed(grad_out, N, C, input_size[0], input_size[1], nhwc);
   if (grad_in.numel() == 0) {
     if (name) *name = "none";
     return grad_in;

@@ -88,9 +88,7 @@ void launch_scatter(const Call<scalar_t>& c) {
   const int64_t N = c.out.size(0), C = c.out.size(1);
   torch::stable::Tensor acc =
       direct ? c.out
-      : g.channels_last
-          ? new_empty_channels_last(c.out, N, C, g.H_in, g.W_in, ScalarType::Float)
-          : torch::stable::new_empty(c.out, {N, C, g.H_in, g.W_in}, ScalarType::Float);
+             : new_packed(c.out, N, C, g.H_in, g.W_in, g.channels_last, ScalarType::Float);
   torch::stable::zero_(acc);  // the atomics add into it (zero_ runs on the current stream)
   if (g.channels_last) {
     const int64_t n_rows = N * g.H_out;
