@@ -39,6 +39,62 @@ static inline void add_scaled(opmath_t* __restrict__ dst, const src_t* __restric
   }
 }
 
+// The forward of the output rows [begin, end) (of all planes, in memory order) when a row is
+// narrow and whole (W_out values) and a plane is short: for each plane the task touches, the
+// input rows it reads are sampled along W into `lines` (2-byte inputs widened first, when a row
+// is not many more values than it gives), then each output row is blended from two lines, the
+// same arithmetic as forward_chunk's lines. xtaps: the W_out columns' taps; ytaps: the H_out rows'.
+template <typename scalar_t>
+static void forward_plane_lines(const scalar_t* x, scalar_t* out, const ResizeGeometry& g,
+                                const std::vector<Taps<opmath_type<scalar_t>>>& xtaps,
+                                const std::vector<Taps<opmath_type<scalar_t>>>& ytaps, int64_t begin, int64_t end) {
+  using opmath_t = opmath_type<scalar_t>;
+  constexpr bool k2 = sizeof(scalar_t) == 2;
+  const int64_t width = g.W_out;
+  const bool widen_rows = k2 && g.W_in <= 4 * width + 64;
+  std::vector<opmath_t> lines(g.H_in * width);
+  std::vector<float> wide(widen_rows ? g.H_in * g.W_in : 0);
+  std::vector<float> blended(k2 ? std::min(end - begin, g.H_out) * width : 0);
+  for (int64_t row = begin; row < end;) {
+    const int64_t p = row / g.H_out, h0 = row % g.H_out;
+    const int64_t h1 = std::min(g.H_out, h0 + (end - row));  // this plane's output rows [h0, h1)
+    int64_t lo = ytaps[h0].i0, hi = ytaps[h0].i1;              // the input rows they read: [lo, hi]
+    for (int64_t h = h0; h < h1; ++h) {
+      lo = std::min(lo, ytaps[h].i0);
+      hi = std::max(hi, ytaps[h].i1);
+    }
+    const scalar_t* plane = x + p * g.H_in * g.W_in;
+    if constexpr (k2) {
+      if (widen_rows) widen(plane + lo * g.W_in, wide.data(), (hi + 1 - lo) * g.W_in);
+    }
+    for (int64_t i = lo; i <= hi; ++i) {
+      opmath_t* line = lines.data() + (i - lo) * width;
+      if (widen_rows) {
+        const float* in_row = wide.data() + (i - lo) * g.W_in;
+        for (int64_t w = 0; w < width; ++w) line[w] = sample_line<float, opmath_t>(in_row, xtaps[w]);
+      } else {
+        const scalar_t* in_row = plane + i * g.W_in;
+        for (int64_t w = 0; w < width; ++w) line[w] = sample_line<scalar_t, opmath_t>(in_row, xtaps[w]);
+      }
+    }
+    for (int64_t h = h0; h < h1; ++h) {
+      const Taps<opmath_t>& yt = ytaps[h];
+      const opmath_t a = opmath_t(1) - yt.l, b = yt.l;
+      const opmath_t* top = lines.data() + (yt.i0 - lo) * width;
+      const opmath_t* bottom = lines.data() + (yt.i1 - lo) * width;
+      if constexpr (k2) {
+        float* dst = blended.data() + (h - h0) * width;
+        for (int64_t i = 0; i < width; ++i) dst[i] = a * top[i] + b * bottom[i];
+      } else {
+        scalar_t* dst = out + (p * g.H_out + h) * width;
+        for (int64_t i = 0; i < width; ++i) dst[i] = static_cast<scalar_t>(a * top[i] + b * bottom[i]);
+      }
+    }
+    if constexpr (k2) narrow(blended.data(), out + (p * g.H_out + h0) * width, (h1 - h0) * width);
+    row += h1 - h0;
+  }
+}
+
 // The forward of output columns [w0, w1): planes x H x W.
 template <typename scalar_t>
 static void forward_chunk(const scalar_t* x, scalar_t* out, const ResizeGeometry& g, int64_t w0, int64_t w1) {
@@ -77,7 +133,16 @@ static void forward_chunk(const scalar_t* x, scalar_t* out, const ResizeGeometry
   for (int64_t h = 0; h < static_cast<int64_t>(ytaps.size()); ++h) {
     ytaps[h] = source_taps<opmath_t>(h, g.H_in, rh, g.mode);
   }
+  // Short planes of narrow whole rows that grow along H (several output rows per input row): a
+  // task samples each input row of a plane along W once, all of them together (a few KB), then
+  // blends every output row of the plane from two of them. Per output row only the blend is
+  // left, none of the line cache's bookkeeping, which on rows this short costs more than the blend.
+  const bool plane_lines = !direct && width < 16 && width == g.W_out && !ytaps.empty() && g.H_in * width <= 4096;
   torch::stable::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
+    if (plane_lines) {
+      forward_plane_lines(x, out, g, xtaps, ytaps, begin, end);
+      return;
+    }
     // Input row r (of all planes: r = p * H_in + i) goes to slot r % 2. An
     // output row needs rows i0 and i0 + 1 (or i0 twice): different slots.
     LineCache<opmath_t> cache(2, width);
