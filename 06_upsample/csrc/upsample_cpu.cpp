@@ -42,8 +42,9 @@ static inline void add_scaled(opmath_t* __restrict__ dst, const src_t* __restric
 // The forward of the output rows [begin, end) (of all planes, in memory order) when a row is
 // narrow and whole (W_out values) and a plane is short: for each plane the task touches, the
 // input rows it reads are sampled along W into `lines` (2-byte inputs widened first, when a row
-// is not many more values than it gives), then each output row is blended from two lines, the
-// same arithmetic as forward_chunk's lines. xtaps: the W_out columns' taps; ytaps: the H_out rows'.
+// is not many more values than it gives and a plane's rows fit 64 KB as floats), then each output
+// row is blended from two lines, the same arithmetic as forward_chunk's lines. xtaps: the W_out
+// columns' taps; ytaps: the H_out rows'. A task keeps at most 16 KB of lines and 64 KB of floats.
 template <typename scalar_t>
 static void forward_plane_lines(const scalar_t* x, scalar_t* out, const ResizeGeometry& g,
                                 const std::vector<Taps<opmath_type<scalar_t>>>& xtaps,
@@ -51,7 +52,7 @@ static void forward_plane_lines(const scalar_t* x, scalar_t* out, const ResizeGe
   using opmath_t = opmath_type<scalar_t>;
   constexpr bool k2 = sizeof(scalar_t) == 2;
   const int64_t width = g.W_out;
-  const bool widen_rows = k2 && g.W_in <= 4 * width + 64;
+  const bool widen_rows = k2 && g.W_in <= 4 * width + 64 && g.H_in * g.W_in <= 16384;
   std::vector<opmath_t> lines(g.H_in * width);
   std::vector<float> wide(widen_rows ? g.H_in * g.W_in : 0);
   std::vector<float> blended(k2 ? std::min(end - begin, g.H_out) * width : 0);
