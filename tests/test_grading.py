@@ -492,3 +492,28 @@ def test_nvcc_cache_hit_names_the_headers(tmp_path, depflag):
     assert (tmp_path / "b" / "k.o.d").read_text().split() == [str(tmp_path / "b" / "k.o") + ":",
                                                               str(tmp_path / "b" / "csrc" / "k.cu"),
                                                               str(tmp_path / "b" / "csrc" / "k.h")]
+
+
+def test_ledger_status_counts_what_holds():
+    """`python -m coursekit.ledger_status` (which GPU records still hold, on a machine without one): in a
+    ledger of chapter 01's GPU cases, a record passed under the key a GPU computes holds; one under
+    another key, a failed one and a missing one are left, each said why."""
+    from coursekit import ledger_status
+
+    chapter = chapters.find("01")
+    cases = ledger_status.gpu_cases(chapter)
+    assert len(cases) >= 3 and cases[0][0].startswith("01-stubs:")
+    saved = selfcheck.GPU, selfcheck.CUDA_TESTS_ONLY
+    selfcheck.GPU = selfcheck.CUDA_TESTS_ONLY = True
+    try:
+        keys = [selfcheck.case_key(chapter, variant) for _, variant in cases]
+    finally:
+        selfcheck.GPU, selfcheck.CUDA_TESTS_ONLY = saved
+    ledger = {cases[0][0]: {"key": keys[0], "outcome": "passed"},
+              cases[1][0]: {"key": "0" * 16, "outcome": "passed"},
+              cases[2][0]: {"key": keys[2], "outcome": "failed"}}
+    held, left = ledger_status.status(ledger)["01"]
+    assert held == 1
+    assert left[:2] == [f"{cases[1][0]} (recorded for other code)", f"{cases[2][0]} (failed)"]
+    assert all(case.endswith("(no record)") for case in left[2:]) and len(left) == len(cases) - 1
+    assert (selfcheck.GPU, selfcheck.CUDA_TESTS_ONLY) == saved
