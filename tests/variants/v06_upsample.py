@@ -784,11 +784,19 @@ VARIANTS += [
             "tasks on different threads share it",
             "csrc/upsample_cpu.cpp",
             "  torch::stable::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {\n"
+            "    if (plane_lines) {\n"
+            "      forward_plane_lines(x, out, g, xtaps, ytaps, begin, end);\n"
+            "      return;\n"
+            "    }\n"
             "    // Input row r (of all planes: r = p * H_in + i) goes to slot r % 2. An\n"
             "    // output row needs rows i0 and i0 + 1 (or i0 twice): different slots.\n"
             "    LineCache<opmath_t> cache(2, width);\n",
             "  LineCache<opmath_t> cache(2, width);\n"
-            "  torch::stable::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {\n"),
+            "  torch::stable::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {\n"
+            "    if (plane_lines) {\n"
+            "      forward_plane_lines(x, out, g, xtaps, ytaps, begin, end);\n"
+            "      return;\n"
+            "    }\n"),
 ]
 
 # Found by a red-team round of the GPU-free judge (coursekit/emulate.py): mistakes in the exercise
