@@ -780,6 +780,10 @@ VARIANTS += [
             "    std::vector<opmath_t> t(out_len), acc(in_len);\n",
             "  std::vector<opmath_t> t(out_len), acc(in_len);\n"
             "  torch::stable::parallel_for(0, N * g.H_in, grain, [&](int64_t begin, int64_t end) {\n"),
+    Variant("cpu-forward-plane-lines-one-row", "the short-plane forward blends each output row from its top "
+            "input row twice (bottom = top): right only where the row weight is 0",
+            "csrc/upsample_cpu.cpp", "const opmath_t* bottom = lines.data() + (yt.i1 - lo) * width;",
+            "const opmath_t* bottom = lines.data() + (yt.i0 - lo) * width;"),
     Variant("cpu-forward-shared-cache", "the CPU forward creates its two-line cache once, outside parallel_for: "
             "tasks on different threads share it",
             "csrc/upsample_cpu.cpp",
