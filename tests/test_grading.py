@@ -494,7 +494,7 @@ def test_nvcc_cache_hit_names_the_headers(tmp_path, depflag):
                                                               str(tmp_path / "b" / "csrc" / "k.h")]
 
 
-def test_ledger_status_counts_what_holds():
+def test_ledger_status_counts_what_holds(monkeypatch):
     """`python -m coursekit.ledger_status` (which GPU records still hold, on a machine without one): in a
     ledger of chapter 01's GPU cases, a record passed under the key a GPU computes holds; one under
     another key, a failed one and a missing one are left, each said why."""
@@ -504,11 +504,10 @@ def test_ledger_status_counts_what_holds():
     cases = ledger_status.gpu_cases(chapter)
     assert len(cases) >= 3 and cases[0][0].startswith("01-stubs:")
     saved = selfcheck.GPU, selfcheck.CUDA_TESTS_ONLY
-    selfcheck.GPU = selfcheck.CUDA_TESTS_ONLY = True
-    try:
+    with monkeypatch.context() as gpu:  # the keys as a GPU's run computes them
+        gpu.setattr(selfcheck, "GPU", True)
+        gpu.setattr(selfcheck, "CUDA_TESTS_ONLY", True)
         keys = [selfcheck.case_key(chapter, variant) for _, variant in cases]
-    finally:
-        selfcheck.GPU, selfcheck.CUDA_TESTS_ONLY = saved
     ledger = {cases[0][0]: {"key": keys[0], "outcome": "passed"},
               cases[1][0]: {"key": "0" * 16, "outcome": "passed"},
               cases[2][0]: {"key": keys[2], "outcome": "failed"}}

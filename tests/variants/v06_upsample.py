@@ -138,21 +138,6 @@ VARIANTS = [
             "csrc/gather_plain.cu", "for (int64_t h = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; "
             "h < rows.in;\n       h += static_cast<int64_t>(gridDim.y) * blockDim.y) {",
             "for (int64_t h = blockIdx.y; h < rows.in; h += gridDim.y) {", cuda_only=True),
-    Variant("gather-cuda-stores-running-total", "stores 0 first, then the running total after every grad_out row: "
-            "the last store holds the right value, every earlier one is extra traffic (one writer, many stores)",
-            "csrc/gather_plain.cu",
-            "      T acc = 0;\n      for (int64_t dh = rows.begin[h]; dh < rows.end[h]; ++dh) {\n"
-            "        const T wy = plan_weight(rows, dh, h);\n"
-            "        for (int64_t dw = cols.begin[w]; dw < cols.end[w]; ++dw) {\n"
-            "          acc += wy * plan_weight(cols, dw, w) * static_cast<T>(plane[dh * cols.out + dw]);\n"
-            "        }\n      }\n      grad_in[(p * rows.in + h) * cols.in + w] = static_cast<scalar_t>(acc);",
-            "      T acc = 0;\n      grad_in[(p * rows.in + h) * cols.in + w] = static_cast<scalar_t>(acc);\n"
-            "      for (int64_t dh = rows.begin[h]; dh < rows.end[h]; ++dh) {\n"
-            "        const T wy = plan_weight(rows, dh, h);\n"
-            "        for (int64_t dw = cols.begin[w]; dw < cols.end[w]; ++dw) {\n"
-            "          acc += wy * plan_weight(cols, dw, w) * static_cast<T>(plane[dh * cols.out + dw]);\n"
-            "        }\n        grad_in[(p * rows.in + h) * cols.in + w] = static_cast<scalar_t>(acc);\n      }",
-            cuda_only=True),
     Variant("plain-gather-row-end-inclusive", "runs the row loop to rows.end[h] inclusive: one grad_out row too "
             "many (weight 0, but 0 * inf is NaN; past the last row of the last plane it reads past the tensor)",
             "csrc/gather_plain.cu", "dh < rows.end[h]; ++dh) {", "dh <= rows.end[h]; ++dh) {", cuda_only=True),
@@ -862,6 +847,11 @@ _SUM6 = ("      for (int64_t dh = rows.begin[h]; dh < rows.end[h]; ++dh) {\n"
          "      }\n")
 
 VARIANTS += [
+    Variant("gather-cuda-stores-running-total", "stores 0 first, then the running total after every grad_out row: "
+            "the last store holds the right value, every earlier one is extra traffic (one writer, many stores)",
+            G6, "      T acc = 0;\n" + _SUM6 + "      " + _STORE6,
+            "      T acc = 0;\n      " + _STORE6 + "\n" + _SUM6[:-len("      }\n")] + "        " + _STORE6 + "\n      }",
+            cuda_only=True),
     Variant("plain-gather-unsigned-store-index", "stores into grad_in at a 32-bit unsigned index: right until "
             "grad_in holds 2^32 elements (8 GiB of float16)", G6,
             _STORE6, "const uint32_t i = (p * rows.in + h) * cols.in + w;\n"
