@@ -3,6 +3,7 @@
     python 06_upsample/sweep.py                  # a GPU: writes results/06_upsample_sweep_cuda.json
     python 06_upsample/sweep.py --device cpu     # the CPU, 2 threads: results/06_upsample_sweep_cpu.json
     python 06_upsample/sweep.py --quick --out /tmp/s.json   # a few small cases: checks the pipeline
+    python 06_upsample/sweep.py --resume         # go on with a run that was cut short (its file's cases kept)
     python 06_upsample/sweep.py --readme         # regenerate the summaries (README.md, SPEED.md)
 
 bench.py and ladder.py time the kernel ops on chosen cases. This script times what a user calls,
@@ -200,9 +201,13 @@ TURNS = 3
 
 
 def sweep(up, device: str, cases: list[dict], min_time: float, bandwidth: float, compile_peer: bool,
-          checkpoint=lambda records: None) -> list[dict]:
-    records = []
+          checkpoint=lambda records: None, records: list[dict] | None = None) -> list[dict]:
+    """records: the cases a cut run measured (--resume); their cases are not timed again."""
+    records = list(records or [])
+    done = {r["case"] for r in records}
     for index, case in enumerate(cases):
+        if index in done:
+            continue
         calls, fields = case_calls(up, device, case, index, compile_peer)
         common = dict(section="sweep", case=index, **case, **fields)
         # In turns: every call of the case is timed TURNS times, one after the other, and keeps its
@@ -347,6 +352,8 @@ def main() -> None:
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile (it compiles once per case)")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--readme", action="store_true", help="only regenerate the summaries from --out")
+    parser.add_argument("--resume", action="store_true",
+                        help="go on with a run that was cut short: keep --out's host rows and finished cases")
     args = parser.parse_args()
     out = args.out or HERE.parent / "results" / f"06_upsample_sweep_{'cuda' if args.readme else args.device}.json"
     if not args.readme:
@@ -359,9 +366,13 @@ def main() -> None:
         cases = draw_cases(4 if args.quick else CASES, max_bytes=max_bytes)
         extra = {"quick": args.quick, "copy_bandwidth_GBps": bandwidth / 1e9, "script": "06_upsample/sweep.py",
                  "cases": len(cases), "max_bytes_MiB": max_bytes >> 20}
-        first = host(up, args.device, min_time, args.quick)
+        kept = timing.load(out)["records"] if args.resume and out.is_file() else []
+        first = [r for r in kept if r.get("section") == "host"] or host(up, args.device, min_time, args.quick)
+        done = [r for r in kept if r.get("section") == "sweep"]
+        extra["resumed"] = len({r["case"] for r in done})  # cases measured by an earlier, cut-short run
         records = first + sweep(up, args.device, cases, min_time, bandwidth, compile_peer=not args.no_compile,
-                                checkpoint=lambda rs: timing.save(out, first + rs, args.device, extra=extra))
+                                checkpoint=lambda rs: timing.save(out, first + rs, args.device, extra=extra),
+                                records=done)
         timing.save(out, records, args.device, extra=extra)
         profile_all(up, args.device, cases, args.quick, records)
         timing.save(out, records, args.device, extra=extra)
