@@ -30,16 +30,20 @@ from coursekit.build import load_python  # noqa: E402
 
 MODES = ("half_pixel", "align_corners", "tf_legacy")
 DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
-# (input shape, output size): exact x2 / x4 / x0.5, other ratios, RGB, odd and packed channel counts
+# (input shape, output size): exact x2 / x4 / x0.5, other ratios, RGB, odd and packed channel counts,
+# widths of 4 and 2 mod 8 (rows that start off a pack boundary)
 BITS = [((2, 16, 24, 32), (48, 64)), ((2, 8, 16, 16), (64, 64)), ((2, 16, 32, 32), (16, 16)),
         ((2, 16, 24, 32), (36, 48)), ((1, 3, 24, 32), (48, 64)), ((2, 5, 13, 17), (29, 23)),
         ((2, 16, 24, 32), (37, 64)), ((1, 64, 17, 18), (34, 36)), ((1, 8, 12, 16), (18, 64)),
-        ((1, 3, 1, 8), (2, 16)), ((2, 7, 9, 11), (4, 5))]
+        ((1, 3, 1, 8), (2, 16)), ((2, 7, 9, 11), (4, 5)), ((2, 3, 11, 13), (21, 26))]
 TIMED = [((8, 64, 256, 256), (512, 512), torch.float32, False), ((16, 256, 64, 64), (256, 256), torch.float32, False),
          ((1, 3, 1080, 1920), (2160, 3840), torch.float32, False), ((8, 64, 256, 256), (512, 512), torch.bfloat16, False),
          ((8, 64, 256, 256), (128, 128), torch.float32, False), ((8, 64, 256, 256), (384, 384), torch.float32, False),
          ((8, 64, 256, 256), (512, 512), torch.float32, True), ((8, 64, 256, 256), (512, 512), torch.bfloat16, True),
-         ((1, 3, 1080, 1920), (2160, 3840), torch.float32, True)]
+         ((1, 3, 1080, 1920), (2160, 3840), torch.float32, True),
+         # widths that are not a multiple of a pack (rows start off a 16-byte boundary), from sweep.py's cases
+         ((1, 2, 2477, 2477), (4196, 4196), torch.float16, False), ((8, 4, 2627, 2626), (1202, 1202), torch.bfloat16, False),
+         ((4, 2, 1452, 2582), (726, 1034), torch.float32, False), ((8, 2, 848, 849), (2544, 2547), torch.float32, True)]
 
 
 def run(chapter: Path, out: Path) -> None:

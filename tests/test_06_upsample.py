@@ -415,7 +415,7 @@ def every_rung_emulated(chapter_source) -> None:
 
 # The table's choice, as the op makes it (kernel ""), on cases at the edges of every automatic
 # row's condition: exact x0.5, x2 and x4 along W, with widths that are and are not multiples of a
-# pack; scale factors whose ratio is exact while the sizes are not (scale_factor=0.5 on an odd
+# pack (rows of 20 or 26 values start 4 or 2 values past a pack boundary: narrower stores); scale factors whose ratio is exact while the sizes are not (scale_factor=0.5 on an odd
 # width); 3 channels and a multiple of a pack in channels-last; wide windows (float32 column
 # packs); every mode (tf_legacy's taps at x2 are not half_pixel's). Each tensor once at the end of
 # its pages (a load past a row's end on the last row faults; the start is then only as aligned as
@@ -425,7 +425,7 @@ DISPATCH_CASES = [((1, 2, 6, 32), (3, 16), None), ((1, 2, 6, 33), (3, 16), (0.5,
                   ((1, 2, 5, 16), (10, 32), None), ((1, 2, 5, 12), (10, 24), None),
                   ((1, 2, 4, 16), (8, 64), None), ((1, 3, 5, 16), (10, 32), None), ((1, 3, 5, 13), (10, 26), None),
                   ((1, 8, 4, 8), (8, 16), None), ((1, 8, 4, 8), (5, 16), None), ((1, 16, 3, 8), (6, 16), None),
-                  ((2, 5, 7, 9), (3, 4), None), ((1, 4, 3, 40), (5, 4), None)]
+                  ((2, 5, 7, 9), (3, 4), None), ((1, 4, 3, 40), (5, 4), None), ((1, 3, 5, 7), (9, 20), None)]
 
 
 def dispatch_emulated(chapter_source) -> None:

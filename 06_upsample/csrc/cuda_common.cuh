@@ -186,6 +186,46 @@ __device__ __forceinline__ void store_outputs(scalar_t* dst, const Pack<scalar_t
   }
 }
 
+// Store n <= V outputs at dst, which sits on a boundary of `unit` values (a
+// power of two up to V). A whole pack goes out in stores of `unit` values, the
+// widest the boundary allows: rows of a width that is not a multiple of V start
+// off a pack boundary, yet a width of 4 mod 8 still takes 8-byte stores, and an
+// even one 4-byte stores, a quarter or half the store instructions of V
+// scalar ones. A pack cut short at a row's end (n < V) stores value by value.
+template <typename scalar_t, int V>
+__device__ __forceinline__ void store_outputs_by(scalar_t* dst, const Pack<scalar_t, V>& r, int n, int unit) {
+  constexpr int kBytes = sizeof(r);
+  const int unit_bytes = unit * static_cast<int>(sizeof(scalar_t));
+  if (n == V && unit == V) {
+    store_outputs<scalar_t, V>(dst, r, V, true);
+  } else if (n == V && unit_bytes == 8 && kBytes == 16) {
+    const float2* src = reinterpret_cast<const float2*>(&r);
+    __stcs(reinterpret_cast<float2*>(dst), src[0]);
+    __stcs(reinterpret_cast<float2*>(dst) + 1, src[1]);
+  } else if (n == V && unit_bytes == 4 && kBytes % 4 == 0) {
+    unsigned int words[kBytes / 4];
+    memcpy(words, &r, kBytes);
+#pragma unroll
+    for (int k = 0; k < kBytes / 4; ++k) {
+      __stcs(reinterpret_cast<unsigned int*>(dst) + k, words[k]);
+    }
+  } else {
+    store_outputs<scalar_t, V>(dst, r, n, false);
+  }
+}
+
+// The values a row's stores may write at once: the largest power of two up to V
+// that divides the row's width (every row then starts on a boundary of it), or 1
+// when the tensor itself does not start on a pack boundary.
+template <int V>
+inline int store_unit(int64_t width, bool pack_aligned) {
+  int unit = V;
+  while (unit > 1 && (!pack_aligned || width % unit != 0)) {
+    unit /= 2;
+  }
+  return unit;
+}
+
 // One streaming scalar store (float16 and bfloat16 go through their bits).
 template <typename scalar_t>
 __device__ __forceinline__ void store_streaming(scalar_t* p, scalar_t v) {

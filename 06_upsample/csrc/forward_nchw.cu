@@ -31,7 +31,7 @@ template <typename scalar_t>
 constexpr int kMinBlocks = sizeof(scalar_t) == 2 ? 3 : 4;
 
 // Rungs 2 and 3. A thread owns kV neighbouring output columns from w0 (one
-// 16-byte store per row) and rows_per consecutive output rows of one plane (kRowsOf,
+// 16-byte store per row where the width allows) and rows_per consecutive output rows of one plane (kRowsOf,
 // fewer when the launch would leave SMs idle), and walks down them (walk_rows): x -> a group of kV columns, y -> a chunk of rows,
 // z -> a plane. Its column taps are computed once, for all its rows.
 // kSpan says how it samples an input row at its kV columns:
@@ -50,7 +50,7 @@ template <typename scalar_t, Span kSpan>
 __global__ void __launch_bounds__(kThreads, kSpan == Span::Double ? 4 : kMinBlocks<scalar_t>) forward_kernel(
     const scalar_t* __restrict__ x, scalar_t* __restrict__ out, int64_t planes, int64_t H_in, int64_t W_in,
     int64_t H_out, int64_t W_out, opmath_type<scalar_t> rh, opmath_type<scalar_t> rw, Mode mode,
-    bool vector_stores, int rows_per) {
+    int store_unit, int rows_per) {
   using T = opmath_type<scalar_t>;
   constexpr int V = kV<scalar_t>;
   const int64_t w0 = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * V;
@@ -58,7 +58,6 @@ __global__ void __launch_bounds__(kThreads, kSpan == Span::Double ? 4 : kMinBloc
     return;
   }
   const int n = static_cast<int>(W_out - w0 < V ? W_out - w0 : V);  // fewer than V at the right edge
-  const bool vector = vector_stores && n == V;
   Taps<T> xt[V];
 #pragma unroll
   for (int j = 0; j < V; ++j) {
@@ -74,7 +73,7 @@ __global__ void __launch_bounds__(kThreads, kSpan == Span::Double ? 4 : kMinBloc
       const scalar_t* xp = x + p * plane_in;
       scalar_t* op = out + p * plane_out + w0;
       auto store = [&](int64_t h, const Pack<scalar_t, V>& r) {
-        store_outputs<scalar_t, V>(op + h * W_out, r, n, vector);
+        store_outputs_by<scalar_t, V>(op + h * W_out, r, n, store_unit);
       };
       auto by_taps = [&](int64_t row, T(&dst)[V]) {
 #pragma unroll
@@ -135,9 +134,10 @@ void launch_forward_naive(const Call<scalar_t>& c) {
   STD_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-// Grid: x over groups of V columns, y over chunks of rows, z over planes. Vector
-// stores need every row to start on a V-value boundary: W_out a multiple of V and
-// an aligned output (ours is freshly allocated).
+// Grid: x over groups of V columns, y over chunks of rows, z over planes. A row's
+// stores write as many values at once as its start's alignment allows: V when
+// W_out is a multiple of V and the output starts on a pack boundary (ours is
+// freshly allocated), fewer when W_out is a multiple of only 4 or 2 (store_unit).
 template <typename scalar_t>
 void launch_forward_rows(const Call<scalar_t>& c, Span span) {
   const ResizeGeometry& g = c.g;
@@ -146,12 +146,12 @@ void launch_forward_rows(const Call<scalar_t>& c, Span span) {
   const int R = rows_to_fill(kRowsOf<scalar_t>, c.in.get_device_index(),
                              [&](int rows) { return groups * ((g.H_out + rows - 1) / rows) * g.planes; });
   const Launch l = launch_for(groups, (g.H_out + R - 1) / R, g.planes, 1);
-  const bool vector_stores = g.W_out % V == 0 && aligned(c.out.data_ptr(), sizeof(Pack<scalar_t, V>));
+  const int unit = store_unit<V>(g.W_out, aligned(c.out.data_ptr(), sizeof(Pack<scalar_t, V>)));
   auto kernel = span == Span::Halve    ? forward_kernel<scalar_t, Span::Halve>
                 : span == Span::Double ? forward_kernel<scalar_t, Span::Double>
                                        : forward_kernel<scalar_t, Span::Taps>;
   kernel<<<l.grid, l.block, 0, c.stream>>>(c.src(), c.dst(), g.planes, g.H_in, g.W_in, g.H_out, g.W_out, c.rh, c.rw,
-                                           g.mode, vector_stores, R);
+                                           g.mode, unit, R);
   STD_CUDA_KERNEL_LAUNCH_CHECK();
 }
 

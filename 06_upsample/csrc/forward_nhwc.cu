@@ -17,12 +17,13 @@ namespace {
 //     and each tap is one 16-byte load.
 //   otherwise (ForwardNhwc, e.g. an RGB image, C = 3): the V values may belong to
 //     different pixels; each has its own column taps and its own scalar loads, and
-//     the row still ends in one 16-byte store when its length allows.
+//     the row still ends in one 16-byte store when its length allows (else in the
+//     widest stores its start's alignment allows, store_outputs_by).
 template <typename scalar_t, int V, bool kPixel>
 __global__ void __launch_bounds__(kThreads) forward_nhwc_kernel(
     const scalar_t* __restrict__ x, scalar_t* __restrict__ out, int64_t N, int64_t C, int64_t H_in, int64_t W_in,
     int64_t H_out, int64_t W_out, opmath_type<scalar_t> rh, opmath_type<scalar_t> rw, Mode mode,
-    bool vector_stores, int rows_per) {
+    int store_unit, int rows_per) {
   using T = opmath_type<scalar_t>;
   const int64_t row_in = W_in * C, row_out = W_out * C;  // elements per row of pixels
   const int64_t f0 = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * V;  // first value, in a row
@@ -30,7 +31,6 @@ __global__ void __launch_bounds__(kThreads) forward_nhwc_kernel(
     return;
   }
   const int n = static_cast<int>(row_out - f0 < V ? row_out - f0 : V);  // fewer than V at the row's end
-  const bool vector = vector_stores && n == V;
   constexpr int kTaps = kPixel ? 1 : V;
   // Where each value's two column taps sit in an input row: 32-bit offsets from the row (the
   // host checks that a row of W_in * C values fits), one register each, not two.
@@ -71,7 +71,11 @@ __global__ void __launch_bounds__(kThreads) forward_nhwc_kernel(
         },
         [&](int64_t h, const Pack<scalar_t, V>& r) {
           // kPixel: every row is whole vectors (C is a multiple of V), so no test per store
-          store_outputs<scalar_t, V>(on + h * row_out, r, kPixel ? V : n, kPixel || vector);
+          if constexpr (kPixel) {
+            store_outputs<scalar_t, V>(on + h * row_out, r, V, true);
+          } else {
+            store_outputs_by<scalar_t, V>(on + h * row_out, r, n, store_unit);
+          }
         });
   }
 }
@@ -175,15 +179,16 @@ void launch_forward_nhwc(const Call<scalar_t>& c, bool packs) {
   const int64_t C = g.channels, N = g.planes / C;
   STD_TORCH_CHECK(g.W_in * C <= std::numeric_limits<int32_t>::max(), "upsample_bilinear2d: a channels-last row of ",
                   g.W_in * C, " input values is too long for the kernel's 32-bit offsets");
-  // 16-byte stores need every row to start on a V-value boundary and an aligned output.
-  const bool vector_stores = (g.W_out * C) % V == 0 && aligned(c.out.data_ptr(), sizeof(Pack<scalar_t, V>));
+  // 16-byte stores need every row to start on a V-value boundary and an aligned output; else
+  // the widest stores a row's start allows (store_unit).
+  const int unit = store_unit<V>(g.W_out * C, aligned(c.out.data_ptr(), sizeof(Pack<scalar_t, V>)));
   const int64_t groups = (g.W_out * C + V - 1) / V;  // threads along a row
   const int R = rows_to_fill(kRowsOf<scalar_t>, c.in.get_device_index(),
                              [&](int rows) { return groups * N * ((g.H_out + rows - 1) / rows); });
   const Launch l = launch_rows(groups, N * ((g.H_out + R - 1) / R));
   auto kernel = packs ? forward_nhwc_kernel<scalar_t, V, true> : forward_nhwc_kernel<scalar_t, V, false>;
   kernel<<<l.grid, l.block, 0, c.stream>>>(c.src(), c.dst(), N, C, g.H_in, g.W_in, g.H_out, g.W_out, c.rh, c.rw,
-                                           g.mode, vector_stores, R);
+                                           g.mode, unit, R);
   STD_CUDA_KERNEL_LAUNCH_CHECK();
 }
 

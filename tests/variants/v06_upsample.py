@@ -356,8 +356,8 @@ VARIANTS = [
     Variant("wrapper-rounds-size", "rounds in * factor to the nearest integer instead of flooring it",
             "upsample.py", "math.floor(float(n * f))", "round(float(n * f))"),
     Variant("cuda-swapped-h-w-index", "steps between output rows by H_out instead of W_out in the CUDA forward",
-            "csrc/forward_nchw.cu", "store_outputs<scalar_t, V>(op + h * W_out, r, n, vector);",
-            "store_outputs<scalar_t, V>(op + h * H_out, r, n, vector);", cuda_only=True),
+            "csrc/forward_nchw.cu", "store_outputs_by<scalar_t, V>(op + h * W_out, r, n, store_unit);",
+            "store_outputs_by<scalar_t, V>(op + h * H_out, r, n, store_unit);", cuda_only=True),
     Variant("cuda-row-cache-assumes-step-one", "the CUDA forward reuses its bottom row whenever the rows change "
             "(right when upsampling, wrong when a downsampling step skips input rows)",
             "csrc/forward_rows.cuh", "if (yt.i0 == row1) {  // moved down", "if (row1 >= 0) {  // moved down",
@@ -369,9 +369,10 @@ VARIANTS = [
             "// the blend along H, on the cached row samples\n      "
             "r.v[j] = static_cast<scalar_t>(T(1) - yt.l) * static_cast<scalar_t>(top[j]) + "
             "static_cast<scalar_t>(yt.l) * static_cast<scalar_t>(bottom[j]);", cuda_only=True),
-    Variant("cuda-vector-stores-any-width", "uses 16-byte stores also when W_out is not a multiple of kV",
-            "csrc/forward_nchw.cu", "g.W_out % V == 0 && aligned(c.out.data_ptr()", "aligned(c.out.data_ptr()",
-            cuda_only=True),
+    Variant("cuda-vector-stores-any-width", "uses 16-byte stores also when W_out is not a multiple of kV "
+            "(the store width from the output's alignment alone, not from where its rows start)",
+            "csrc/forward_nchw.cu", "store_unit<V>(g.W_out, aligned(c.out.data_ptr()",
+            "store_unit<V>(V, aligned(c.out.data_ptr()", cuda_only=True),
     Variant("scatter-drops-a-tap", "forgets the bottom-right atomicAdd", "csrc/scatter.cu",
             "  atomicAdd(grad_in + yt.i1 * row + xt.i1 * pixel, static_cast<acc_t>(xt.l * bottom));\n", "",
             cuda_only=True),
