@@ -20,7 +20,7 @@
 //             it feeds; nothing is kept in memory between them. The work is
 //             (sum of the ranges along H) x (sum along W): about 4 x grad_out.
 //             (H growing while W shrinks goes elsewhere: see backward_cpu.)
-//             Pixels narrower than a vector go through lines, as in NCHW, where
+//             Pixels of fewer than 16 channels go through lines, as in NCHW, where
 //             that is faster (gather_narrow_rows).
 //
 // These are the NCHW kernels' operations (upsample_cpu.cpp) in the same order,
@@ -42,8 +42,9 @@ constexpr int kVectors = 2;    // vectors of channels per block
 constexpr int kGroup = 8;      // the most output rows the forward does together
 constexpr int kRowBlock = 16;  // grad_out rows whose weights the backward keeps at once
 constexpr int kTailLanes = 8;  // the lanes of gather_pixel's last vector
-constexpr int kNarrow = 8;     // fewer channels than this: the forward works on lines (forward_narrow_rows),
-                               // and the backward where that is faster (gather_chunk)
+constexpr int kNarrow = 8;     // fewer channels than this: the forward works on lines (forward_narrow_rows)
+constexpr int kNarrowGather = 15;  // this many channels or fewer: the backward works on lines where
+                                  // that is faster (gather_chunk)
 
 // scalar_t -> opmath_t and back, one value.
 template <typename opmath_t, typename scalar_t>
@@ -701,17 +702,17 @@ NHWC_INLINE void gather_pixels(scalar_t* gi_row, std::vector<opmath_t>& partial,
   }
 }
 
-// One grad_out row gathered along W for pixels of NC channels (gather_narrow_rows): dst[k * NC + c]
-// = 0 + the sum over the outputs d that read input column cols.lo + k of wx(d) * go[(d - first) * NC
-// + c], in increasing d (go holds the row from output column `first` on). K (at least the longest
-// range) and NC fixed at compile time: the loops unroll.
+// One grad_out row gathered along W, NC channels of pixels of C (gather_narrow_rows): dst[k * C + c]
+// = 0 + the sum over the outputs d that read input column cols.lo + k of wx(d) * go[(d - first) * C
+// + c], in increasing d, for c < NC (go holds the row from output column `first` on, from the first
+// of the NC channels). K (at least the longest range) and NC fixed at compile time: the loops unroll.
 template <int NC, int K, typename src_t, typename opmath_t>
 NHWC_INLINE void gather_narrow_line(const GatherTable<opmath_t>& cols, const src_t* __restrict__ go, int64_t first,
-                                    opmath_t* __restrict__ dst) {
-  for (int64_t k = 0; k < cols.size(); ++k, dst += NC) {
+                                    int64_t C, opmath_t* __restrict__ dst) {
+  for (int64_t k = 0; k < cols.size(); ++k, dst += C) {
     const opmath_t* wx = cols.weight.data() + cols.offset[k];
     const int64_t count = cols.end[k] - cols.begin[k];
-    const src_t* src = count > 0 ? go + (cols.begin[k] - first) * NC : go;  // an empty range reads nothing
+    const src_t* src = count > 0 ? go + (cols.begin[k] - first) * C : go;  // an empty range reads nothing
     opmath_t sum[NC];
     for (int c = 0; c < NC; ++c) {
       sum[c] = opmath_t(0);
@@ -720,7 +721,7 @@ NHWC_INLINE void gather_narrow_line(const GatherTable<opmath_t>& cols, const src
     for (int d = 0; d < K; ++d) {
       if (d < count) {
         for (int c = 0; c < NC; ++c) {
-          sum[c] += wx[d] * load<opmath_t>(src[d * NC + c]);
+          sum[c] += wx[d] * load<opmath_t>(src[d * C + c]);
         }
       }
     }
@@ -753,7 +754,7 @@ NHWC_INLINE void gather_wide_line(const GatherTable<opmath_t>& cols, const src_t
   }
 }
 
-// f(NC, K) with std::integral_constant arguments for NC = C (2 to 7) and K = the longest range
+// f(NC, K) with std::integral_constant arguments for NC = C (1 to 8) and K = the longest range
 // rounded up to 1, 2, 4 or 8.
 template <typename F>
 NHWC_INLINE void with_narrow_line(int64_t C, int64_t longest, F&& f) {
@@ -764,17 +765,19 @@ NHWC_INLINE void with_narrow_line(int64_t C, int64_t longest, F&& f) {
     return f(c_tag, std::integral_constant<int, 8>{});
   };
   switch (C) {
+    case 1: return with_k(std::integral_constant<int, 1>{});
     case 2: return with_k(std::integral_constant<int, 2>{});
     case 3: return with_k(std::integral_constant<int, 3>{});
     case 4: return with_k(std::integral_constant<int, 4>{});
     case 5: return with_k(std::integral_constant<int, 5>{});
     case 6: return with_k(std::integral_constant<int, 6>{});
-    default: return with_k(std::integral_constant<int, 7>{});
+    case 7: return with_k(std::integral_constant<int, 7>{});
+    default: return with_k(std::integral_constant<int, 8>{});
   }
 }
 
-// The gather's run_rows for pixels narrower than a vector (C < kNarrow), where a pixel at a
-// time leaves most of each vector empty and its bookkeeping costs more than its sums, and for
+// The gather's run_rows for pixels of fewer than 16 channels (C <= kNarrowGather), where a pixel
+// at a time fills a few vectors at most and its bookkeeping costs more than its sums, and for
 // 16 channels or more where W grows more than 3 times (gather_chunk says why): as the
 // NCHW gather, each grad_out row of an input row's range is gathered along W into a line of
 // width * C values (the next input rows read it too: a few lines are kept, as the NCHW kernel's
@@ -801,12 +804,14 @@ NHWC_INLINE void gather_narrow_rows(const GatherPlan<scalar_t>& p, int64_t begin
   constexpr bool bulk = std::is_same_v<scalar_t, Half>;
   std::vector<float> wide(bulk ? (read_hi - read_lo) * C : 0);
   auto gather = [&](opmath_t* line, const auto* go) {  // go: the grad_out row from column read_lo
-    if (C >= kNarrow) {
+    if (C > kNarrowGather) {
       return gather_wide_line(cols, go, read_lo, C, line);
     }
-    with_narrow_line(C, cols.longest, [&](auto c_tag, auto k_tag) {
-      gather_narrow_line<decltype(c_tag)::value, decltype(k_tag)::value>(cols, go, read_lo, line);
-    });
+    for (int64_t c = 0; c < C; c += 8) {  // 8 channels at a time, then the rest
+      with_narrow_line(std::min<int64_t>(8, C - c), cols.longest, [&](auto c_tag, auto k_tag) {
+        gather_narrow_line<decltype(c_tag)::value, decltype(k_tag)::value>(cols, go + c, read_lo, C, line + c);
+      });
+    }
   };
   for (int64_t row = begin; row < end; ++row) {
     const int64_t n = row / g.H_in, h = row % g.H_in;
@@ -903,16 +908,17 @@ static void gather_chunk(const scalar_t* grad_out, scalar_t* grad_in, const Resi
   using opmath_t = opmath_type<scalar_t>;
   const opmath_t rh = axis_ratio<opmath_t>(g.H_in, g.H_out, g.mode, g.scale_h);
   const std::optional<GatherTable<opmath_t>> rows = row_table(g, rh);  // when H_in fits a chunk
-  // Lines (gather_narrow_rows) for 2 to 7 channels, ranges along W of at most 8 with their weights
+  // Lines (gather_narrow_rows) for 2 to 15 channels, ranges along W of at most 8 with their weights
   // stored, and W not upsampled (float16: any W). Where W grows in float, bfloat16 and float64,
   // a pixel's few ranges along W are long and its vector path as fast or faster (measured on
-  // 2-7 channels at x2 and x2.5).
+  // 2-7 channels at x2 and x2.5). At 8 to 15 channels, where W shrinks, a pixel's bookkeeping
+  // costs more than its one or two terms, as at fewer; a line takes 8 channels at a time.
   // Lines for 16 channels or more too where W grows more than about 3 times (ranges along W of 7
   // outputs or more): a pixel at a time reads each grad_out pixel once per input pixel that sums
   // it (four), a line reads it once; measured 1.07x at x4 (32 channels) to 1.7x at x7-x8 (128 and
   // 256 channels into a 5 x 4 or 11 x 11 input), and 0.97x at x3, 0.5x with 8 channels at x4.
   const bool narrow_rows = !cols.weight.empty() &&
-                           ((g.channels > 1 && g.channels < kNarrow && cols.longest <= 8 &&
+                           ((g.channels > 1 && g.channels <= kNarrowGather && cols.longest <= 8 &&
                              (std::is_same_v<scalar_t, Half> || g.W_out <= g.W_in)) ||
                             (g.channels >= 16 && cols.longest > 6));
   const GatherPlan<scalar_t> plan{grad_out, grad_in, g, cols, rh, rows ? &*rows : nullptr,
