@@ -162,19 +162,38 @@ __device__ __forceinline__ void load8(const scalar_t* __restrict__ p, scalar_t* 
   memcpy(dst, &raw, 8);
 }
 
-// Store n <= V outputs. `vector`: all V at once, one aligned vector store marked
-// streaming (st.global.cs, evict first): the output is not read again by the
-// kernel, and letting it leave L2 first keeps the input rows that neighbouring
-// threads still read. The scalar path unrolls over V and tests j < n: a loop
-// bounded by n would index r at run time and put it in local memory.
+// Store n <= V outputs at dst, which sits on a boundary of `unit` values (a
+// power of two up to V; V: a pack boundary). A whole pack goes out in stores
+// of `unit` values, the widest the boundary allows, marked streaming
+// (st.global.cs, evict first): the output is not read again by the kernel, and
+// letting it leave L2 first keeps the input rows that neighbouring threads
+// still read. Rows of a width that is not a multiple of V start off a pack
+// boundary, yet a width of 4 mod 8 still takes 8-byte stores, and an even one
+// 4-byte stores, a quarter or half the store instructions of V scalar ones.
+// A pack cut short at a row's end (n < V) stores value by value: unrolled over
+// V with a test j < n, as a loop bounded by n would index r at run time and put
+// it in local memory.
 template <typename scalar_t, int V>
-__device__ __forceinline__ void store_outputs(scalar_t* dst, const Pack<scalar_t, V>& r, int n, bool vector) {
-  if (vector) {
-    if constexpr (sizeof(r) == 16) {
+__device__ __forceinline__ void store_outputs(scalar_t* dst, const Pack<scalar_t, V>& r, int n, int unit) {
+  constexpr int kBytes = sizeof(r);
+  static_assert(kBytes == 16 || kBytes == 8, "Pack is 8 or 16 bytes");
+  const int unit_bytes = unit * static_cast<int>(sizeof(scalar_t));
+  if (n == V && unit == V) {
+    if constexpr (kBytes == 16) {
       __stcs(reinterpret_cast<float4*>(dst), reinterpret_cast<const float4&>(r));
     } else {
-      static_assert(sizeof(r) == 8, "Pack is 8 or 16 bytes");
       __stcs(reinterpret_cast<float2*>(dst), reinterpret_cast<const float2&>(r));
+    }
+  } else if (n == V && unit_bytes == 8 && kBytes == 16) {
+    const float2* src = reinterpret_cast<const float2*>(&r);
+    __stcs(reinterpret_cast<float2*>(dst), src[0]);
+    __stcs(reinterpret_cast<float2*>(dst) + 1, src[1]);
+  } else if (n == V && unit_bytes == 4) {
+    unsigned int words[kBytes / 4];
+    memcpy(words, &r, kBytes);
+#pragma unroll
+    for (int k = 0; k < kBytes / 4; ++k) {
+      __stcs(reinterpret_cast<unsigned int*>(dst) + k, words[k]);
     }
   } else {
 #pragma unroll
@@ -183,34 +202,6 @@ __device__ __forceinline__ void store_outputs(scalar_t* dst, const Pack<scalar_t
         dst[j] = r.v[j];
       }
     }
-  }
-}
-
-// Store n <= V outputs at dst, which sits on a boundary of `unit` values (a
-// power of two up to V). A whole pack goes out in stores of `unit` values, the
-// widest the boundary allows: rows of a width that is not a multiple of V start
-// off a pack boundary, yet a width of 4 mod 8 still takes 8-byte stores, and an
-// even one 4-byte stores, a quarter or half the store instructions of V
-// scalar ones. A pack cut short at a row's end (n < V) stores value by value.
-template <typename scalar_t, int V>
-__device__ __forceinline__ void store_outputs_by(scalar_t* dst, const Pack<scalar_t, V>& r, int n, int unit) {
-  constexpr int kBytes = sizeof(r);
-  const int unit_bytes = unit * static_cast<int>(sizeof(scalar_t));
-  if (n == V && unit == V) {
-    store_outputs<scalar_t, V>(dst, r, V, true);
-  } else if (n == V && unit_bytes == 8 && kBytes == 16) {
-    const float2* src = reinterpret_cast<const float2*>(&r);
-    __stcs(reinterpret_cast<float2*>(dst), src[0]);
-    __stcs(reinterpret_cast<float2*>(dst) + 1, src[1]);
-  } else if (n == V && unit_bytes == 4 && kBytes % 4 == 0) {
-    unsigned int words[kBytes / 4];
-    memcpy(words, &r, kBytes);
-#pragma unroll
-    for (int k = 0; k < kBytes / 4; ++k) {
-      __stcs(reinterpret_cast<unsigned int*>(dst) + k, words[k]);
-    }
-  } else {
-    store_outputs<scalar_t, V>(dst, r, n, false);
   }
 }
 
@@ -251,7 +242,7 @@ __device__ __forceinline__ void store_rounded_pack(scalar_t* dst, const T (&acc)
     for (int k = 0; k < P; ++k) {
       r.v[k] = static_cast<scalar_t>(acc[s + k]);
     }
-    store_outputs<scalar_t, P>(dst + s, r, P, true);
+    store_outputs<scalar_t, P>(dst + s, r, P, P);
   }
 }
 

@@ -73,7 +73,7 @@ __global__ void __launch_bounds__(kThreads, kSpan == Span::Double ? 4 : kMinBloc
       const scalar_t* xp = x + p * plane_in;
       scalar_t* op = out + p * plane_out + w0;
       auto store = [&](int64_t h, const Pack<scalar_t, V>& r) {
-        store_outputs_by<scalar_t, V>(op + h * W_out, r, n, store_unit);
+        store_outputs<scalar_t, V>(op + h * W_out, r, n, store_unit);
       };
       auto by_taps = [&](int64_t row, T(&dst)[V]) {
 #pragma unroll

@@ -18,7 +18,7 @@ namespace {
 //   otherwise (ForwardNhwc, e.g. an RGB image, C = 3): the V values may belong to
 //     different pixels; each has its own column taps and its own scalar loads, and
 //     the row still ends in one 16-byte store when its length allows (else in the
-//     widest stores its start's alignment allows, store_outputs_by).
+//     widest stores its start's alignment allows, store_outputs).
 template <typename scalar_t, int V, bool kPixel>
 __global__ void __launch_bounds__(kThreads) forward_nhwc_kernel(
     const scalar_t* __restrict__ x, scalar_t* __restrict__ out, int64_t N, int64_t C, int64_t H_in, int64_t W_in,
@@ -72,9 +72,9 @@ __global__ void __launch_bounds__(kThreads) forward_nhwc_kernel(
         [&](int64_t h, const Pack<scalar_t, V>& r) {
           // kPixel: every row is whole vectors (C is a multiple of V), so no test per store
           if constexpr (kPixel) {
-            store_outputs<scalar_t, V>(on + h * row_out, r, V, true);
+            store_outputs<scalar_t, V>(on + h * row_out, r, V, V);
           } else {
-            store_outputs_by<scalar_t, V>(on + h * row_out, r, n, store_unit);
+            store_outputs<scalar_t, V>(on + h * row_out, r, n, store_unit);
           }
         });
   }
@@ -162,7 +162,7 @@ __global__ void __launch_bounds__(kThreads, sizeof(scalar_t) == 2 ? 3 : 4) forwa
           for (int s = 0; s < 3; ++s) {
             const int q = 32 * s + lane;  // the warp's q-th pack
             if (3 * w_first + q * V < row_out) {
-              store_outputs<scalar_t, V>(dst + q * V, stage[3 * (threadIdx.x - lane) + q], V, true);
+              store_outputs<scalar_t, V>(dst + q * V, stage[3 * (threadIdx.x - lane) + q], V, V);
             }
           }
           __syncwarp();  // every pack read before the next row's are written

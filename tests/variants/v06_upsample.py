@@ -356,8 +356,8 @@ VARIANTS = [
     Variant("wrapper-rounds-size", "rounds in * factor to the nearest integer instead of flooring it",
             "upsample.py", "math.floor(float(n * f))", "round(float(n * f))"),
     Variant("cuda-swapped-h-w-index", "steps between output rows by H_out instead of W_out in the CUDA forward",
-            "csrc/forward_nchw.cu", "store_outputs_by<scalar_t, V>(op + h * W_out, r, n, store_unit);",
-            "store_outputs_by<scalar_t, V>(op + h * H_out, r, n, store_unit);", cuda_only=True),
+            "csrc/forward_nchw.cu", "store_outputs<scalar_t, V>(op + h * W_out, r, n, store_unit);",
+            "store_outputs<scalar_t, V>(op + h * H_out, r, n, store_unit);", cuda_only=True),
     Variant("cuda-row-cache-assumes-step-one", "the CUDA forward reuses its bottom row whenever the rows change "
             "(right when upsampling, wrong when a downsampling step skips input rows)",
             "csrc/forward_rows.cuh", "if (yt.i0 == row1) {  // moved down", "if (row1 >= 0) {  // moved down",
