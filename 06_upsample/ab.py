@@ -8,7 +8,8 @@
 `run` builds the chapter found at the given folder, calls the public ops (forward, and the
 gather and scatter backward) on a fixed set of cases that reaches every automatic row of the
 dispatch table (every layout, ratio class, dtype and mode), saves the outputs, and times the
-benchmark's headline cases as CUDA-graph replays (coursekit.timing.bench_graph). `compare`
+benchmark's headline cases and four of sweep.py's (widths off a pack boundary) as CUDA-graph
+replays (coursekit.timing.bench_graph). `compare`
 says, case by case, whether the gather's and the forward's outputs are bit for bit the same
 (the scatter's low bits vary from run to run by design: it is compared with a tolerance) and
 the ratio of the times.
