@@ -985,14 +985,16 @@ def test_channels_last_gather_adds_in_nchw_order(up, device, mode):
 # blocks of 16 channels with one vector, half a vector (4 floats) or single channels left over
 # (24, 40, 12, 33, 5), ranges of more than 4 columns and of more than 16 rows (a row's sums kept
 # between passes: 8 channels, and 16 with W grown 2.5 times), downsampling that skips columns, 2 to
-# 7 channels (the backward's lines: W shrunk or kept, H shrunk, kept or grown past 16 rows a
-# range), lines for 16 and 40 channels (W grown more than 3 times), and NaN, inf and -0 in the input.
+# 15 channels (the backward's lines, 8 channels at a time: W shrunk or kept, H shrunk, kept or grown
+# past 16 rows a range), lines for 16 and 40 channels (W grown more than 3 times), and NaN, inf and
+# -0 in the input.
 CPU_NHWC_SHAPES = [((1, 16, 3, 2), (40, 37)), ((2, 24, 5, 7), (11, 3)), ((1, 40, 4, 4), (2, 50)),
                    ((1, 33, 3, 40), (3, 20)), ((2, 64, 8, 8), (4, 4)), ((1, 16, 40, 3), (2, 7)),
                    ((1, 12, 5, 6), (9, 4)), ((2, 5, 33, 6), (4, 13)), ((2, 3, 9, 10), (20, 23)),
                    ((1, 7, 6, 5), (13, 11)), ((1, 2, 7, 9), (15, 4)), ((1, 3, 2, 5), (40, 11)),
                    ((2, 3, 30, 41), (7, 9)), ((1, 5, 12, 20), (12, 13)), ((1, 6, 20, 17), (3, 17)),
-                   ((1, 8, 3, 2), (40, 37)), ((1, 16, 3, 6), (40, 15))]
+                   ((1, 8, 3, 2), (40, 37)), ((1, 16, 3, 6), (40, 15)), ((1, 8, 12, 16), (6, 8)),
+                   ((2, 9, 3, 30), (40, 13)), ((1, 15, 20, 21), (7, 5))]
 
 
 def same_bits_or_nan(out: torch.Tensor, expected: torch.Tensor, what: str) -> None:
