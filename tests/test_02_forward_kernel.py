@@ -168,6 +168,15 @@ def test_forward_cuda(ext, device, dtype, N, F):
     check_forward(ext, "cuda", dtype, N, F)
 
 
+@pytest.mark.cuda
+@pytest.mark.exercise("cuda-kernel")
+def test_forward_cuda_outside(ext, device, dtype):
+    """Points up to 3 away from the centre: extrapolated, as on the CPU."""
+    if device != "cuda":
+        pytest.skip("the CUDA kernel's test")
+    check_forward(ext, "cuda", dtype, 300, 40, spread=3.0)
+
+
 # cuda-kernel without a GPU: the GPU-free judge (coursekit/emulate.py) compiles the kernel and its
 # launch for the CPU and runs them thread by thread, each tensor in guard-paged memory (a read or
 # write outside it is an error naming the kernel, block, thread and offset), the output poisoned
@@ -193,14 +202,22 @@ def test_forward_cuda_emulated(emulated, dtype, N, F):
 
 
 @pytest.mark.exercise("cuda-kernel")
-@pytest.mark.parametrize("N, F", [(5, 1), (5, 40), (9, 100), (3, 256), (2, 600)])
+@pytest.mark.parametrize("N, F", [(5, 1), (5, 32), (4, 64), (5, 40), (9, 100), (3, 256), (2, 600)])
 def test_forward_cuda_launch_is_the_design(emulated, N, F):
     """The launch puts f on threadIdx.x in whole warps (a warp's 32 threads read 32 neighbouring
     features of one cube: coalesced) and the cubes on threadIdx.y: right values from another
     mapping (f on threadIdx.y, or a row of fewer than 32 threads) read memory the way this
-    chapter teaches to avoid."""
+    chapter teaches to avoid. F = 32 and 64 are whole warps already: a rounding off by one doubles
+    or widens their blocks. The launch is checked before what it computed: a launch of the wrong
+    shape often leaves outputs unwritten, and the shape is then the telling message."""
     feats, points = inputs(N, F, dtype=torch.float32)
-    emulated.forward(feats, points, True, 1)
+    failure = None
+    try:
+        emulated.forward(feats, points, True, 1)
+    except RuntimeError as e:  # a launch refused as a GPU refuses it was not recorded: that error is the message
+        if "invalid configuration" in str(e) or "stream" in str(e):
+            raise
+        failure = e
     gx, gy, gz, bx, by, bz = emulated.last_launch()
     assert bx % 32 == 0 and bz == 1, (
         f"N={N}, F={F}: block ({bx}, {by}, {bz}); blockDim.x must be a multiple of 32 (f along threadIdx.x, "
@@ -214,6 +231,19 @@ def test_forward_cuda_launch_is_the_design(emulated, N, F):
         f"N={N}, F={F}: grid ({gx}, {gy}, {gz}), block ({bx}, {by}, {bz}); the design's launch is block ({tx}, {ty}) "
         f"(tx = F rounded up to a multiple of 32, at most 256; ty = 256 / tx) and {-(-N // ty)} blocks along x "
         f"(ceil(N / ty))")
+    if failure is not None:
+        raise failure
+
+
+@pytest.mark.exercise("cuda-kernel")
+@pytest.mark.parametrize("N, F", [(33, 100), (7, 33)])
+def test_forward_cuda_emulated_outside(emulated, dtype, N, F):
+    """Points up to 3 away from the centre: the kernel extrapolates as the lesson's formula does (no
+    clamp to the cube, weights that go negative), like the CPU kernel (test_points_outside_extrapolate)."""
+    feats, points = inputs(N, F, dtype=dtype, spread=3.0)
+    assert points.abs().max() > 1
+    out = emulated.forward(feats, points, True, N + F)
+    assert_matches(out, feats, points, dtype)
 
 
 @pytest.mark.exercise("cuda-kernel")
@@ -239,7 +269,15 @@ def test_forward_cuda_emulated_stores_along_f(emulated):
 def _emulated_tail(emulated, N: int, F: int, T: int = 64):
     """The emulated forward on N cubes of F float16 features (reserved, not filled: zero but for the
     last T cubes), the launch sampled to its first block and its last T: (the last T cubes' outputs,
-    their reference). Skips where the machine does not lend the address space."""
+    their reference). Skips where the machine does not lend the address space. A kernel already wrong
+    on a small input fails here with a pointer to the tests that show how, not with this test's
+    question about 64-bit offsets, which would send the learner after the wrong bug."""
+    small = inputs(37, F, dtype=torch.float16)
+    try:
+        assert_matches(emulated.forward(*small, True, 1), *small, torch.float16)
+    except (AssertionError, RuntimeError):
+        pytest.fail(f"the kernel is wrong on a small input already (N = 37, F = {F}); the other failing tests "
+                    f"show where. This test, about offsets past 2^31, means something once they pass.")
     torch.manual_seed(0)
     tail = torch.randn(T, 8, F, dtype=torch.float16)
     points = torch.rand(T, 3, dtype=torch.float16) * 2 - 1
@@ -275,7 +313,8 @@ def test_more_than_2_32_cubes_emulated(emulated):
     T = 64
     out, ref = _emulated_tail(emulated, 2**32 + T, 1, T)
     assert_rounded(out, ref, what=f"the last {T} cubes of N = 2^32 + {T} (the cube index passes "
-                   "2^32: is it computed in 64 bits, blockIdx.x cast before the multiplication?)")
+                   "2^32: is it computed in 64 bits, blockIdx.x cast before the multiplication? And the block "
+                   "count: ceil(N / ty) in integers, since a float holds whole numbers exactly only up to 2^24)")
 
 
 @pytest.mark.exercise("cuda-kernel")

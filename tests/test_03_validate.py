@@ -459,6 +459,28 @@ def test_vectorized_emulated(emulated, dtype, N, F):
         check(out, feats, points, what=f"forward_vectorized (emulated), N={N}, F={F}")
 
 
+@pytest.mark.exercise("vectorized-kernel")
+def test_vectorized_emulated_stores_along_the_row(emulated):
+    """A row of 257 packs, more than a block's 256 threads along it: a thread takes the packs
+    threadIdx.x, + blockDim.x, ..., so that at each step a warp's lanes store neighbouring packs (one
+    contiguous run of 512 bytes). A thread that takes a run of ceil(packs / blockDim.x) neighbouring
+    packs gives the same values, with lanes storing 32 bytes or more apart. The judge notes which
+    thread wrote each element of out (x86-64 only)."""
+    import platform
+
+    if platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("the judge notes stores on x86-64 only")
+    F = 257 * 4
+    feats, points = inputs(2, F, "cpu", torch.float32)
+    pairs, apart, example = emulated.forward_stores(feats, points)
+    assert pairs > 0, f"no two neighbouring lanes of a warp both wrote out (N=2, F={F}): packs should run along threadIdx.x"
+    assert apart <= pairs // 4, (
+        f"neighbouring lanes of a warp store into out far apart ({apart} of {pairs} pairs of stores, N=2, F={F} "
+        f"float32, 257 packs): {example}. Each thread should step through the row's packs by blockDim.x "
+        "(p = threadIdx.x; p < packs; p += blockDim.x), so that at each step the warp's lanes store neighbouring "
+        "packs, not a run of packs per thread")
+
+
 # The exercise's point is the width of each access: one 16-byte load per corner and one 16-byte
 # store per pack. The values cannot show it (element by element gives the same numbers, and the
 # judge runs on a CPU), so where a CUDA toolkit is found the kernel's file is compiled to PTX (device
@@ -542,6 +564,12 @@ def test_vectorized_past_2_29_cubes_emulated(emulated):
     an index computed in 32 bits wraps, signed (past 2^31) or unsigned."""
     F, T = 8, 64
     N = 2**29 + T
+    small = inputs(37, F, "cpu", torch.float16)
+    try:  # a kernel wrong on a small input: those tests tell how; a question about 64-bit indices here would mislead
+        check(emulated.forward(*small, "vectorized", True, 1), *small, what="forward_vectorized (emulated), N=37")
+    except (AssertionError, RuntimeError):
+        pytest.fail(f"forward_vectorized is wrong on a small input already (N = 37, F = {F}); the other failing "
+                    "tests show where. This test, about cube indices past 2^29, means something once they pass.")
     torch.manual_seed(0)
     tail = torch.randn(T, 8, F, dtype=torch.float16)
     points = torch.rand(T, 3, dtype=torch.float16) * 2 - 1

@@ -29,6 +29,17 @@ at::Tensor forward_tail(const at::Tensor& tail_feats, const at::Tensor& tail_poi
                              });
 }
 
+// The vectorized forward's store pattern into out (emu::NoteStores): (neighbouring-lane store pairs,
+// those more than 16 bytes apart, the first such pair in words).
+std::tuple<int64_t, int64_t, std::string> forward_stores(const at::Tensor& feats, const at::Tensor& points) {
+  emu::NoteStores noting;
+  forward(feats, points, "vectorized", true, 1);
+  for (const auto& note : emu::st().stores) {
+    if (note.tensor == "out") return {note.pairs, note.apart, note.example};
+  }
+  return {0, 0, ""};
+}
+
 int64_t packs(int64_t F, int64_t element_size, int64_t feats_address, int64_t out_address) {
   return pack_size(F, element_size, static_cast<uintptr_t>(feats_address), static_cast<uintptr_t>(out_address));
 }
@@ -36,5 +47,6 @@ int64_t packs(int64_t F, int64_t element_size, int64_t feats_address, int64_t ou
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("forward", &forward, "trilinear forward, CUDA code emulated on the CPU");
   m.def("forward_tail", &forward_tail, "the vectorized forward on N cubes (N * 8 past 2^31), its last cubes, emulated");
+  m.def("forward_stores", &forward_stores, "the vectorized forward's stores into out: neighbouring lanes' pairs, and those apart");
   m.def("pack_size", &packs, "the chapter's pack_size, as the emulated launch calls it");
 }

@@ -79,6 +79,20 @@ inline void check_written(const at::Tensor& out, const std::string& name, const 
                              "computed from a __shared__ slot that no thread had written. Is a slot read that no "
                              "thread writes, or read before the __syncthreads() after its write?");
   }
+  // Stored by a thread in the last launch, yet holding the fill: the value stored was computed from the
+  // element's own unwritten value (x86-64, where the judge notes each store).
+  const char* base = static_cast<const char*>(out.data_ptr());
+  for (const emu::Guarded& b : emu::st().buffers) {
+    if (base < b.data || base >= b.data + b.nbytes || !out.is_contiguous()) continue;
+    const size_t at_element = static_cast<size_t>(base - b.data) / b.elem + static_cast<size_t>(first);
+    if (at_element < b.stored.size() && b.stored[at_element]) {
+      throw std::runtime_error("output read before it was written: " + std::to_string(count) + " of " +
+                               std::to_string(n) + " elements of " + name + " hold the judge's fill (NaN, bytes FF) "
+                               "although a thread stored to them, the first at " + axes + " = " + at + "): the value "
+                               "stored was computed from the element's own old value. Is it updated (+=) where it "
+                               "should be assigned (=)? A new tensor's memory holds garbage on a GPU, not zeros");
+    }
+  }
   throw std::runtime_error("output never written: " + std::to_string(count) + " of " + std::to_string(n) +
                            " elements of " + name + " hold no value from any thread, the first at " + axes + " = " +
                            at + ")" + hint);

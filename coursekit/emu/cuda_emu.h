@@ -150,6 +150,7 @@ struct Guarded {
   bool shared = false;              // a __shared__ array (not watched: its threads share it)
   bool sparse = false;              // reserved, not filled (sparse_alloc): not watched either
   std::vector<long long> owner;     // during a launch: the thread that wrote each element (-1: none)
+  std::vector<bool> stored;         // after a launch: the elements some thread stored (x86-64)
 };
 
 struct State {
@@ -411,8 +412,14 @@ inline void watch(bool on) {
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   for (Guarded& b : s.buffers) {
     if (b.shared || b.sparse) continue;
-    if (on) b.owner.assign(b.nbytes / b.elem, -1);
-    else std::vector<long long>().swap(b.owner);
+    if (on) {
+      b.owner.assign(b.nbytes / b.elem, -1);
+      b.stored.clear();
+    } else {
+      b.stored.assign(b.owner.size(), false);
+      for (size_t i = 0; i < b.owner.size(); ++i) b.stored[i] = b.owner[i] >= 0;
+      std::vector<long long>().swap(b.owner);
+    }
     mprotect(b.map + page, b.map_len - 2 * page, on ? PROT_READ : PROT_READ | PROT_WRITE);
   }
   s.watching = on;
@@ -604,6 +611,20 @@ inline uint64_t warp_op(int op, uint64_t give, int src, unsigned mask) {
 }
 
 inline int lane() { return self().linear % 32; }
+
+// A shuffle's width: a power of two from 1 to 32 (warpSize). Anything else is undefined on a GPU
+// (a shuffle moves values between the lanes of one warp): the launch stops, naming the thread.
+inline void check_width(const char* op, int width) {
+  if (width >= 1 && width <= 32 && (width & (width - 1)) == 0) return;
+  State& s = st();
+  s.fault.set = true;
+  s.fault.kind = "warp error: ";
+  s.fault.what = std::string(op) + " with width " + std::to_string(width) + ", in " + where() +
+                 " (the width must be a power of two from 1 to 32: a shuffle moves values between the lanes of "
+                 "one warp. A row of more than 32 threads is summed warp by warp, width 32 at most, then across "
+                 "its warps through shared memory)";
+  siglongjmp(s.escape, 1);
+}
 
 template <typename T>
 inline uint64_t to_bits(T v) {
@@ -818,9 +839,10 @@ inline void launch(const char* kernel, const Config& c, const std::function<void
   if (sigsetjmp(s.escape, 1)) {
     s.armed = false;
     s.cur = nullptr;
-    const std::string what = s.fault.what;
+    const std::string what = s.fault.what, kind = s.fault.kind;
     s.fault = Fault{};
-    throw std::runtime_error((what.rfind("an integer division", 0) == 0 ? "arithmetic error: " : "invalid memory access: ") + what);
+    throw std::runtime_error((!kind.empty() ? kind : what.rfind("an integer division", 0) == 0 ? "arithmetic error: "
+                                                                                            : "invalid memory access: ") + what);
   }
   s.armed = true;
   watch(true);
@@ -908,23 +930,27 @@ inline void __syncwarp(unsigned m = 0xffffffffu) { ::emu::warp_op(3, 0, -1, m); 
 
 template <typename T>
 inline T __shfl_sync(unsigned m, T v, int src, int width = 32) {
+  ::emu::check_width("__shfl_sync", width);
   const int lane = ::emu::lane(), base = lane / width * width;
   return ::emu::from_bits<T>(::emu::warp_op(1, ::emu::to_bits(v), base + ((src % width) + width) % width, m));
 }
 template <typename T>
 inline T __shfl_up_sync(unsigned m, T v, unsigned delta, int width = 32) {
+  ::emu::check_width("__shfl_up_sync", width);
   const int lane = ::emu::lane(), base = lane / width * width;
   const int j = lane - static_cast<int>(delta);
   return ::emu::from_bits<T>(::emu::warp_op(1, ::emu::to_bits(v), j >= base ? j : -1, m));
 }
 template <typename T>
 inline T __shfl_down_sync(unsigned m, T v, unsigned delta, int width = 32) {
+  ::emu::check_width("__shfl_down_sync", width);
   const int lane = ::emu::lane(), base = lane / width * width;
   const int j = lane + static_cast<int>(delta);
   return ::emu::from_bits<T>(::emu::warp_op(1, ::emu::to_bits(v), j < base + width ? j : -1, m));
 }
 template <typename T>
 inline T __shfl_xor_sync(unsigned m, T v, int mask, int width = 32) {
+  ::emu::check_width("__shfl_xor_sync", width);
   const int lane = ::emu::lane(), base = lane / width * width;
   const int j = lane ^ mask;
   return ::emu::from_bits<T>(::emu::warp_op(1, ::emu::to_bits(v), j >= base && j < base + width ? j : -1, m));

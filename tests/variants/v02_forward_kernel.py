@@ -325,3 +325,29 @@ VARIANTS.append(Variant("cuda-cube-grid-stride", "a grid-stride loop over the cu
                         "  for (int64_t n = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y; n < N;\n"
                         "       n += static_cast<int64_t>(gridDim.x) * blockDim.y) {\n" + _CUBE2 +
                         "  }  // the loop over cubes\n", cuda_only=True, correct=True))
+
+# Mistakes whose values are right on points inside the cube, or on the launch sizes a first test list
+# drew: extrapolated points and whole-warp widths below 256 reach the CUDA kernel's tests too.
+VARIANTS += [
+    Variant("launch-tx-rounds-one-too-far", "rounds F up to a warp with (F + 32) / 32 * 32: a whole warp's "
+            "F (32, 64, ...) gets a block a warp wider than it needs, its last warp idle", CU,
+            "(F + 31) / 32 * 32", "(F + 32) / 32 * 32", cuda_only=True),
+    Variant("cuda-clamps-points-to-the-cube", "clamps u to [0, 1] before the weights (grid_sample's border "
+            "padding): points outside the cube no longer extrapolate", CU,
+            "weight[k] = corner_weight<opmath_t>(k, u, v, w);",
+            "weight[k] = corner_weight<opmath_t>(k, u < opmath_t(0) ? opmath_t(0) : u > opmath_t(1) ? opmath_t(1) : u, "
+            "v, w);", cuda_only=True),
+    Variant("cuda-tent-weights", "weights as 1 - |u - offset| per axis (the tent form): equal inside the cube, "
+            "wrong outside it, where the lesson's formula extrapolates", CU,
+            "weight[k] = corner_weight<opmath_t>(k, u, v, w);",
+            "weight[k] = (opmath_t(1) - std::abs(u - opmath_t((k >> 2) & 1))) *\n"
+            "                (opmath_t(1) - std::abs(v - opmath_t((k >> 1) & 1))) * (opmath_t(1) - std::abs(w - opmath_t(k & 1)));",
+            cuda_only=True),
+    Variant("launch-blocks-in-float", "the block count as ceil(float(N) / ty): exact below 2^24 cubes, short of "
+            "the last blocks beyond", CU,
+            "const int64_t blocks = (N + ty - 1) / ty;",
+            "const int64_t blocks = static_cast<int64_t>(std::ceil(static_cast<float>(N) / ty));", cuda_only=True),
+    Variant("launch-blocks-by-tx", "the block count from the row width: ceil(N / tx) blocks where a block holds "
+            "ty cubes", CU,
+            "const int64_t blocks = (N + ty - 1) / ty;", "const int64_t blocks = (N + tx - 1) / tx;", cuda_only=True),
+]

@@ -492,3 +492,17 @@ VARIANTS += [
             "    scalar_t* y = out + n * F + p * P::size;\n#pragma unroll\n    for (int i = 0; i < P::size; ++i) {\n"
             "      y[i] = static_cast<scalar_t>(acc[i]);\n    }\n", cuda_only=True),
 ]
+
+# Right values, the wrong mapping or the wrong index: closed by the store-pattern check
+# (test_vectorized_emulated_stores_along_the_row) and by tests that name the small case first.
+VARIANTS += [
+    Variant("vectorized-run-of-packs-per-thread", "each thread takes a run of ceil(packs / blockDim.x) neighbouring "
+            "packs instead of striding by blockDim.x: right values, lanes 32 bytes or more apart past 256 packs",
+            _VCU, "  for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {",
+            "  const int64_t per = (packs + blockDim.x - 1) / blockDim.x;  // packs per thread\n"
+            "  for (int64_t p = threadIdx.x * per; p < packs && p < (threadIdx.x + 1) * per; ++p) {",
+            cuda_only=True),
+    Variant("vectorized-out-pointer-in-packs", "steps to row n of out in Packs, not elements: reinterpret_cast<P*>(out) "
+            "+ n * F", _VCU, "P* out_n = reinterpret_cast<P*>(out + n * F);",
+            "P* out_n = reinterpret_cast<P*>(out) + n * F;", cuda_only=True),
+]

@@ -580,3 +580,12 @@ VARIANTS += [
             "  if (blockDim.x >= 32) {  // the same for the whole block: every thread or none meets the barrier",
             cuda_only=True, correct=True),
 ]
+
+# A shuffle width past a warp: undefined on a GPU, stopped by the judge with its own report.
+VARIANTS.append(Variant(
+    "points-shuffle-width-of-the-row", "shuffles with width = blockDim.x (the whole row, 64 to 256 lanes): a "
+    "shuffle moves values within one warp only, so a row of more than 32 threads reads lanes of other warps",
+    _CU, "  //    after the loop, the segment's first lane holds the segment's sum.\n"
+    "  const int width = blockDim.x < 32 ? blockDim.x : 32;",
+    "  //    after the loop, the segment's first lane holds the segment's sum.\n  const int width = blockDim.x;",
+    cuda_only=True))

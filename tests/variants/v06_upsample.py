@@ -925,3 +925,10 @@ VARIANTS += [
             "csrc/upsample_cpu.cpp", "std::fill(gi_row, gi_row + width, static_cast<scalar_t>(0));",
             "std::fill(gi_row, gi_row + g.W_in, static_cast<scalar_t>(0));"),
 ]
+
+# An output updated where it should be assigned: the judge names the read of the output's fill.
+VARIANTS.append(Variant(
+    "plain-gather-adds-into-fresh-output", "stores with += into grad_in, a new tensor whose memory holds garbage "
+    "(torch.empty), as if it were zeroed", "csrc/gather_plain.cu",
+    "grad_in[(p * rows.in + h) * cols.in + w] = static_cast<scalar_t>(acc);",
+    "grad_in[(p * rows.in + h) * cols.in + w] += static_cast<scalar_t>(acc);", cuda_only=True))
