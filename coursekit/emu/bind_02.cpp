@@ -28,12 +28,7 @@ at::Tensor forward_tail(const at::Tensor& tail_feats, const at::Tensor& tail_poi
 // The forward's store pattern into out (emu::NoteStores): (neighbouring-lane store pairs, those more
 // than 16 bytes apart, the first such pair in words).
 std::tuple<int64_t, int64_t, std::string> forward_stores(const at::Tensor& feats, const at::Tensor& points) {
-  emu::NoteStores noting;
-  forward(feats, points, true, 1);
-  for (const auto& note : emu::st().stores) {
-    if (note.tensor == "out") return {note.pairs, note.apart, note.example};
-  }
-  return {0, 0, ""};
+  return emu::stores_into("out", [&] { forward(feats, points, true, 1); });
 }
 
 // The last launch's grid and block: (grid.x, grid.y, grid.z, block.x, block.y, block.z).

@@ -32,12 +32,7 @@ at::Tensor forward_tail(const at::Tensor& tail_feats, const at::Tensor& tail_poi
 // The vectorized forward's store pattern into out (emu::NoteStores): (neighbouring-lane store pairs,
 // those more than 16 bytes apart, the first such pair in words).
 std::tuple<int64_t, int64_t, std::string> forward_stores(const at::Tensor& feats, const at::Tensor& points) {
-  emu::NoteStores noting;
-  forward(feats, points, "vectorized", true, 1);
-  for (const auto& note : emu::st().stores) {
-    if (note.tensor == "out") return {note.pairs, note.apart, note.example};
-  }
-  return {0, 0, ""};
+  return emu::stores_into("out", [&] { forward(feats, points, "vectorized", true, 1); });
 }
 
 int64_t packs(int64_t F, int64_t element_size, int64_t feats_address, int64_t out_address) {

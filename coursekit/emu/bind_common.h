@@ -98,6 +98,18 @@ inline void check_written(const at::Tensor& out, const std::string& name, const 
                            at + ")" + hint);
 }
 
+// The store pattern into the tensor `name` of the launch that `run` makes, under emu::NoteStores:
+// (neighbouring-lane store pairs, those more than 16 bytes apart, the first such pair in words).
+template <typename Run>
+std::tuple<int64_t, int64_t, std::string> stores_into(const std::string& name, Run&& run) {
+  NoteStores noting;
+  run();
+  for (const auto& note : st().stores) {
+    if (note.tensor == name) return {note.pairs, note.apart, note.example};
+  }
+  return {0, 0, ""};
+}
+
 // Chapters 02 and 03: the trilinear forward on N cubes (N * 8 * F past 2^31 elements), all zero
 // but the last T = tail_feats.size(0) cubes, in reserved memory; launch(feats, points, out) runs
 // with only its first block and its last T blocks emulated (each holds one cube or more, so they
