@@ -49,11 +49,16 @@ DTYPES = (torch.float64, torch.float32, torch.float16, torch.bfloat16)  # what t
 @torch.library.register_fake("ch05::trilinear")
 def _(feats: torch.Tensor, points: torch.Tensor) -> torch.Tensor:
     # BEGIN SOLUTION fake-impl
-    torch._check(feats.dim() == 3 and feats.shape[1] == 8,
-                 lambda: f"trilinear: feats must have shape (N, 8, F), got {list(feats.shape)}")
-    torch._check(points.dim() == 2 and points.shape[0] == feats.shape[0] and points.shape[1] == 3,
-                 lambda: f"trilinear: points must have shape (N, 3) with N = {feats.shape[0]} as feats, "
-                         f"got {list(points.shape)}")
+    # One size comparison per torch._check: C++'s && as Python's `and` would ask a
+    # symbolic size for a plain bool, which fails for a size that depends on data.
+    bad_feats = lambda: f"trilinear: feats must have shape (N, 8, F), got {list(feats.shape)}"  # noqa: E731
+    torch._check(feats.dim() == 3, bad_feats)
+    torch._check(feats.shape[1] == 8, bad_feats)
+    bad_points = lambda: (f"trilinear: points must have shape (N, 3) with N = {feats.shape[0]} as feats, "  # noqa: E731
+                          f"got {list(points.shape)}")
+    torch._check(points.dim() == 2, bad_points)
+    torch._check(points.shape[0] == feats.shape[0], bad_points)
+    torch._check(points.shape[1] == 3, bad_points)
     torch._check(feats.dtype in DTYPES,
                  lambda: f"trilinear: feats must be float64, float32, float16 or bfloat16, got {feats.dtype}")
     torch._check(points.dtype == feats.dtype,
@@ -71,13 +76,18 @@ def _(grad_out: torch.Tensor, feats: torch.Tensor | None, points: torch.Tensor, 
     torch._check(grad_out.dim() == 2, lambda: f"trilinear_backward: grad_out must have shape (N, F), "
                                               f"got {list(grad_out.shape)}")
     N, F = grad_out.shape
-    torch._check(points.dim() == 2 and points.shape[0] == N and points.shape[1] == 3,
-                 lambda: f"trilinear_backward: points must have shape (N, 3) with N = {N} as grad_out, "
-                         f"got {list(points.shape)}")
+    bad_points = lambda: (f"trilinear_backward: points must have shape (N, 3) with N = {N} as grad_out, "  # noqa: E731
+                          f"got {list(points.shape)}")
+    torch._check(points.dim() == 2, bad_points)
+    torch._check(points.shape[0] == N, bad_points)
+    torch._check(points.shape[1] == 3, bad_points)
     if feats is not None:
-        torch._check(feats.dim() == 3 and feats.shape[0] == N and feats.shape[1] == 8 and feats.shape[2] == F,
-                     lambda: f"trilinear_backward: feats must have shape (N, 8, F) = ({N}, 8, {F}) as grad_out, "
-                             f"got {list(feats.shape)}")
+        bad_feats = lambda: (f"trilinear_backward: feats must have shape (N, 8, F) = ({N}, 8, {F}) as "  # noqa: E731
+                             f"grad_out, got {list(feats.shape)}")
+        torch._check(feats.dim() == 3, bad_feats)
+        torch._check(feats.shape[0] == N, bad_feats)
+        torch._check(feats.shape[1] == 8, bad_feats)
+        torch._check(feats.shape[2] == F, bad_feats)
     torch._check(feats is not None or not need_points,
                  lambda: "trilinear_backward: the points' gradient needs feats (need_points is true), got None")
     torch._check(grad_out.dtype in DTYPES,

@@ -103,11 +103,15 @@ def launch(feats: torch.Tensor, points: torch.Tensor, out: torch.Tensor, kernel=
 
 
 def _check_inputs(feats: torch.Tensor, points: torch.Tensor) -> None:
-    # torch._check, not `if ...: raise`: under torch.compile the sizes may be symbolic.
-    torch._check(feats.dim() == 3 and feats.shape[1] == 8 and points.dim() == 2
-                 and points.shape[0] == feats.shape[0] and points.shape[1] == 3,
-                 lambda: f"trilinear_triton: feats must have shape (N, 8, F) and points (N, 3), got feats "
-                         f"{list(feats.shape)} and points {list(points.shape)}")
+    # torch._check, not `if ...: raise`: under torch.compile the sizes may be symbolic; and one size
+    # comparison per call, since `and` would ask a symbolic size for a plain bool.
+    bad_shapes = lambda: (f"trilinear_triton: feats must have shape (N, 8, F) and points (N, 3), got feats "  # noqa: E731
+                          f"{list(feats.shape)} and points {list(points.shape)}")
+    torch._check(feats.dim() == 3, bad_shapes)
+    torch._check(points.dim() == 2, bad_shapes)
+    torch._check(feats.shape[1] == 8, bad_shapes)
+    torch._check(points.shape[0] == feats.shape[0], bad_shapes)
+    torch._check(points.shape[1] == 3, bad_shapes)
     torch._check(feats.dtype in DTYPES and points.dtype == feats.dtype,
                  lambda: f"trilinear_triton: feats and points must have one dtype, float64, float32, float16 or "
                          f"bfloat16, got {feats.dtype} and {points.dtype}")

@@ -108,14 +108,14 @@ def check_gradients(trilinear, device, dtype, which, N=40, F=67):
         out.backward(grad_out)
     check_result(out, reference_out(feats, points), dtype, "out")
     ref_feats, ref_points = REFERENCE.trilinear_grads(grad_out, feats, points)
-    if feats.requires_grad:
-        check_result(feats.grad, ref_feats, dtype, "feats.grad")
-    else:
-        assert feats.grad is None
-    if points.requires_grad:
-        check_result(points.grad, ref_points, dtype, "points.grad")
-    else:
-        assert points.grad is None
+    for name, t, ref in (("feats", feats, ref_feats), ("points", points, ref_points)):
+        if t.requires_grad:
+            assert t.grad is not None, (
+                f"{name} requires a gradient ({which} do) and got none: backward returned None in its place "
+                f"(ctx.needs_input_grad says which gradients autograd needs; compute each one it needs)")
+            check_result(t.grad, ref, dtype, f"{name}.grad")
+        else:
+            assert t.grad is None, f"{name} requires no gradient ({which} do) and got one"
 
 
 def gradcheck_route(trilinear, device):
@@ -139,7 +139,7 @@ def check_saved(trilinear, which):
              for t in saved]
     expected = ["feats", "points"] if points.requires_grad else ["points"]
     assert names == expected, (
-        f"with {which} requiring a gradient, autograd keeps {names or 'nothing'} for backward; expected {expected} "
+        f"with {which} requiring a gradient, autograd keeps for backward: got {names or 'nothing'}, expected {expected} "
         f"(in this order, as backward unpacks them; the points always: the weights depend on them; feats only for "
         f"the points' gradient; never the output)")
 
@@ -307,6 +307,7 @@ def test_function_needs_input_grad(fn, monkeypatch, which):
     monkeypatch.setattr(fn, "ext", spy)
     feats, points = inputs(7, 5, which=which)
     fn.trilinear(feats, points).sum().backward()
+    assert spy.backward.calls, "backward never called ext.backward: the gradients must come from the kernel"
     assert spy.backward.calls == [(feats.requires_grad, points.requires_grad)], \
         "backward must ask the kernel only for the gradients autograd needs (ctx.needs_input_grad)"
 
@@ -316,11 +317,26 @@ def test_function_grad_out_layouts(fn, device):
     check_grad_out_layouts(fn.trilinear, device)
 
 
+def check_refuses_double_backward(trilinear, loss, wrt):
+    what = f"a second derivative in {wrt} with loss {loss}"
+    try:
+        with expect_error("double backward", RuntimeError, what=what):
+            second_derivative(trilinear, loss, wrt)
+    except AssertionError as e:
+        if "does not require grad and does not have a grad_fn" not in str(e):
+            raise
+        raise AssertionError(
+            f"{what}: the first derivative, taken with create_graph=True, came back with no graph (torch then says "
+            "\"element 0 of tensors does not require grad\"), so the second one silently cannot exist. The backward "
+            "ran where autograd cannot see it while grad mode was on. The autograd.Function must refuse instead "
+            "(raise RuntimeError with \"double backward\" whenever torch.is_grad_enabled(), whatever grad_out is); "
+            "the op's formula must call the backward operator, not ext.backward, whose own formula refuses") from None
+
+
 @pytest.mark.exercise("function-backward")
 @pytest.mark.parametrize("loss, wrt", SECOND_DERIVATIVES)
 def test_function_refuses_double_backward(fn, loss, wrt):
-    with expect_error("double backward", RuntimeError, what=f"a second derivative in {wrt} with loss {loss}"):
-        second_derivative(fn.trilinear, loss, wrt)
+    check_refuses_double_backward(fn.trilinear, loss, wrt)
 
 
 def test_function_route_breaks_torch_compile(fn):
@@ -793,6 +809,36 @@ def test_fake_outputs_match_eager(op, case, N, F, need_feats, need_points, give_
 
 
 @pytest.mark.exercise("fake-impl")
+def test_fake_traces_sizes_that_depend_on_data(op):
+    """Rows picked by nonzero(): N is known only when the program runs, so at trace time it is an unbacked
+    symbol, which has no value for a Python bool. The fakes must state their size conditions with
+    torch._check, one comparison each (Python's `and` or an `if` on such a size fails to trace)."""
+    def f(keeps, feats, points, grad_out):  # every tensor's rows by a mask of its own: 5 sizes unknown until run
+        a, b, c, d, e = (k.nonzero().squeeze(1) for k in keeps)
+        return (torch.ops.ch05.trilinear(feats[a], points[b]),
+                *torch.ops.ch05.trilinear_backward(grad_out[c], feats[d], points[e], True, True))
+
+    keep = torch.tensor([True, False, True, True, False, True])
+    keeps = [keep.clone() for _ in range(5)]
+    feats, points = (t.detach() for t in inputs(6, 5, dtype=torch.float64))
+    grad_out = torch.randn(6, 5, dtype=torch.float64)
+    torch._dynamo.reset()
+    try:
+        with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
+            got = torch.compile(f, fullgraph=True, backend="aot_eager")(keeps, feats, points, grad_out)
+    except Exception as e:  # noqa: BLE001 - any tracing failure is the finding
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise AssertionError(
+            f"torch.compile(fullgraph=True) of ch05::trilinear and ch05::trilinear_backward on rows picked by "
+            f"nonzero() failed in a fake: {type(e).__name__}: {first[:300]}. Such a size has no value at trace "
+            "time: one size comparison per torch._check (Python's `and` or an `if` asks it for a plain bool)") from None
+    finally:
+        torch._dynamo.reset()
+    for g, w, what in zip(got, f(keeps, feats, points, grad_out), ("out", "grad_feats", "grad_points")):
+        assert g.shape == w.shape and torch.equal(g, w), f"compiled {what} on rows picked by nonzero(): not eager's"
+
+
+@pytest.mark.exercise("fake-impl")
 def test_opcheck(op, device, dtype):
     # opcheck runs the op under FakeTensor (our fake impl must agree with the real
     # kernel), checks the schema and the autograd registration, and traces it
@@ -834,6 +880,9 @@ def test_op_needs_input_grad(op, monkeypatch, which):
     monkeypatch.setattr(torch.ops.ch05, "trilinear_backward", spy)  # the same operator, by its other name
     feats, points = inputs(7, 5, which=which)
     op.trilinear(feats, points).sum().backward()
+    assert spy.calls, ("the backward operator was never called: _backward must compute the gradients with "
+                       "trilinear_backward_op; ext.backward is invisible to torch.compile and has no formula of "
+                       "its own for a second derivative")
     assert spy.calls == [(feats.requires_grad, points.requires_grad)], \
         "backward must ask the backward op only for the gradients autograd needs (ctx.needs_input_grad)"
     assert (feats.grad is not None) == feats.requires_grad and (points.grad is not None) == points.requires_grad
@@ -875,8 +924,7 @@ def test_op_grad_out_layouts(op, device):
 @pytest.mark.exercise("op-autograd")
 @pytest.mark.parametrize("loss, wrt", SECOND_DERIVATIVES)
 def test_op_refuses_double_backward(op, loss, wrt):
-    with expect_error("double backward", RuntimeError, what=f"a second derivative in {wrt} with loss {loss}"):
-        second_derivative(op.trilinear, loss, wrt)
+    check_refuses_double_backward(op.trilinear, loss, wrt)
 
 
 @pytest.mark.exercise("op-autograd")
@@ -1320,6 +1368,9 @@ def test_feature_grid_matches_reference(grid_module, device):
     ref = grid_reference(values, R, p)
     (ref * weight).sum().backward()
     assert_f64(out, ref, "FeatureGrid output (random points, cell boundaries, far face, outside)")
+    assert grid.values.grad is not None, "FeatureGrid: the grid's values got no gradient (is the output computed from them?)"
+    assert points.grad is not None, ("FeatureGrid: the points require a gradient and got none: the output must "
+                                     "depend on them through autograd (the local coordinates from s, not s.detach())")
     assert_f64(grid.values.grad, values.grad, "FeatureGrid values.grad")
     assert_f64(points.grad, p.grad, "FeatureGrid points.grad (one-sided at cell boundaries: the cell floor(s))")
 
@@ -1336,11 +1387,17 @@ def test_cell_lookup_at_boundaries(grid_module):
     lower = [(0, 1, 2), (3, 3, 0), (2, 3, 3), (0, 3, 0)]
     expect_local = torch.tensor([[-1.0, -1, -1], [1, -1, -1], [0.0, 1, 2 * (3.998 - 3) - 1], [-3.0, 5, -9]],
                                 dtype=torch.float64)
+    what = ["vertex planes", "the far face x = 1 (s = R: the last cell, R - 1)", "the far face y = 1 (the last cell)",
+            "outside the cube (the nearest cell, extrapolated)"]
     R1 = R + 1
     expect_index = torch.tensor([[((i + (k >> 2 & 1)) * R1 + j + (k >> 1 & 1)) * R1 + l + (k & 1) for k in range(8)]
                                  for i, j, l in lower])
-    assert index.shape == (4, 8) and torch.equal(index.cpu().long(), expect_index), (
-        f"vertex indices {index.tolist()}, expected {expect_index.tolist()}")
+    assert index.shape == (4, 8), f"vertex indices of 4 points: shape {tuple(index.shape)}, expected (4, 8)"
+    wrong = [k for k in range(4) if not torch.equal(index[k].cpu().long(), expect_index[k])]
+    assert not wrong, (
+        f"R = {R}: vertex indices wrong for {len(wrong)} of 4 points, first at ({wrong[0]},): point "
+        f"{points[wrong[0]].tolist()} on {what[wrong[0]]}: got {index[wrong[0]].tolist()}, expected "
+        f"{expect_index[wrong[0]].tolist()} (lower vertex {lower[wrong[0]]})")
     assert_f64(local, expect_local, "local coordinates", rtol=1e-12)
 
 
@@ -1367,6 +1424,20 @@ def test_cell_lookup_large_resolution(grid_module, dtype, R):
         f"{expect[wrong[0]].tolist() if wrong else ''} (index arithmetic in floating point or in 32 bits?)")
 
 
+def check_lookup_types(grid_module, points, R):
+    """cell_lookup's output types for these points (the type the lookup computes in); returns the local
+    coordinates' type. The tests of values built on the lookup check this first: a lookup in a 16-bit type
+    shows there as values far off, which reads as an index bug."""
+    dtype = points.dtype
+    index, local = grid_module.cell_lookup(points, R)
+    want = torch.float64 if dtype == torch.float64 else torch.float32
+    assert index.dtype == torch.int64, f"indices of {dtype} points are {index.dtype}, expected torch.int64"
+    assert local.dtype == want, (f"local coordinates of {dtype} points are {local.dtype}, expected {want}: the "
+                                 "lookup must compute s and the local coordinates in float32 for 16-bit points "
+                                 "(in float16/bfloat16 they lose the position inside the cell)")
+    return want
+
+
 @pytest.mark.exercise("grid-lookup")
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16, torch.bfloat16],
                          ids=["float64", "float32", "float16", "bfloat16"])
@@ -1377,9 +1448,7 @@ def test_cell_lookup_types(grid_module, dtype):
     R = 100
     points = (torch.rand(2000, 3, dtype=torch.float64) * 2 - 1).to(dtype)
     index, local = grid_module.cell_lookup(points, R)
-    want = torch.float64 if dtype == torch.float64 else torch.float32
-    assert index.dtype == torch.int64, f"indices of {dtype} points are {index.dtype}, expected torch.int64"
-    assert local.dtype == want, f"local coordinates of {dtype} points are {local.dtype}, expected {want}"
+    want = check_lookup_types(grid_module, points, R)
     s = (points.double() + 1) * (R / 2)
     ref = (s - s.floor().clamp(0, R - 1)) * 2 - 1
     err = (local.double() - ref).abs().max().item()
@@ -1398,6 +1467,7 @@ def test_feature_grid_low_precision(grid_module, dtype):
     R = 100
     grid = grid_module.FeatureGrid(resolution=R, features=4, dtype=dtype)
     points = (torch.rand(3000, 3) * 2 - 1).to(dtype)
+    check_lookup_types(grid_module, points, R)
     out = grid(points)
     assert out.dtype == dtype
     ref = grid_reference(grid.values.detach().double(), R, points.double())
@@ -1458,6 +1528,7 @@ def test_feature_grid_non_finite_points(grid_module, device, dtype):
     bad = torch.tensor([[nan, 0.1, 0.2], [0.3, nan, nan], [inf, 0.0, 0.5], [0.1, -inf, 0.4]], dtype=torch.float64)
     good = torch.rand(30, 3, dtype=torch.float64) * 2 - 1
     points = torch.cat([good[:10], bad, good[10:]]).to(device=device, dtype=dtype).requires_grad_()
+    check_lookup_types(grid_module, good.to(device=device, dtype=dtype), R)
     is_bad = torch.zeros(len(points), dtype=torch.bool)
     is_bad[10:14] = True
     out = grid(points)

@@ -74,10 +74,12 @@ VARIANTS = [
     Variant("fake-calls-kernel", "the fake forward runs the real kernel: there is no data under FakeTensor",
             OP, "return feats.new_empty(feats.shape[0], feats.shape[2])", "return ext.forward(feats, points)"),
     Variant("fake-skips-rank-check", "checks feats.shape[1] == 8 but not the rank", OP,
-            "torch._check(feats.dim() == 3 and feats.shape[1] == 8,", "torch._check(feats.shape[1] == 8,"),
+            "    torch._check(feats.dim() == 3, bad_feats)\n    torch._check(feats.shape[1] == 8, bad_feats)\n",
+            "    torch._check(feats.shape[1] == 8, bad_feats)\n"),
     Variant("fake-skips-points-check", "never checks the points' shape", OP,
-            "torch._check(points.dim() == 2 and points.shape[0] == feats.shape[0] and points.shape[1] == 3,",
-            "torch._check(True,"),
+            "    torch._check(points.dim() == 2, bad_points)\n"
+            "    torch._check(points.shape[0] == feats.shape[0], bad_points)\n"
+            "    torch._check(points.shape[1] == 3, bad_points)\n", ""),
     Variant("fake-lets-float8-through", "dtype.is_floating_point: the float8 types pass, the C++ op refuses them",
             OP, "torch._check(feats.dtype in DTYPES,", "torch._check(feats.dtype.is_floating_point,"),
     Variant("fake-skips-dtype-match", "never compares the points' dtype with feats'", OP,
@@ -92,8 +94,8 @@ VARIANTS = [
     Variant("fake-backward-shape-from-feats", "takes grad_feats' shape from feats, which may be None",
             OP, "grad_out.new_empty(N, 8, F) if need_feats", "feats.new_empty(feats.shape) if need_feats"),
     Variant("fake-backward-feats-check-if-needed", "checks feats' shape only when the points need a gradient",
-            OP, "    if feats is not None:\n        torch._check(feats.dim() == 3",
-            "    if feats is not None and need_points:\n        torch._check(feats.dim() == 3"),
+            OP, "    if feats is not None:\n        bad_feats = lambda",
+            "    if feats is not None and need_points:\n        bad_feats = lambda"),
     Variant("fake-backward-skips-none-check", "accepts feats = None with need_points", OP,
             "torch._check(feats is not None or not need_points,", "torch._check(True,"),
     Variant("fake-backward-skips-grad-rank", "never checks grad_out's rank", OP,
@@ -256,8 +258,16 @@ VARIANTS = [
             OP, "return feats.new_empty(feats.shape[0], feats.shape[2])", "return torch.empty_like(feats[:, 0])"),
     Variant("fake-size-before-rank", "tests feats.shape[1] before feats.dim(): a rank-0 or rank-1 feats raises "
             "IndexError under FakeTensor/meta instead of the C++ op's RuntimeError",
-            OP, "torch._check(feats.dim() == 3 and feats.shape[1] == 8,",
-            "torch._check(feats.shape[1] == 8 and feats.dim() == 3,"),
+            OP, "    torch._check(feats.dim() == 3, bad_feats)\n    torch._check(feats.shape[1] == 8, bad_feats)\n",
+            "    torch._check(feats.shape[1] == 8, bad_feats)\n    torch._check(feats.dim() == 3, bad_feats)\n"),
+    Variant("fake-joins-size-checks", "the fake forward joins the points' size conditions with `and` in one "
+            "torch._check, as C++ joins them with &&: Python asks the first symbolic comparison for a plain bool, "
+            "which a size that depends on data (after nonzero()) does not have",
+            OP, "    torch._check(points.dim() == 2, bad_points)\n"
+            "    torch._check(points.shape[0] == feats.shape[0], bad_points)\n"
+            "    torch._check(points.shape[1] == 3, bad_points)\n",
+            "    torch._check(points.dim() == 2 and points.shape[0] == feats.shape[0] and points.shape[1] == 3,"
+            " bad_points)\n"),
     Variant("grid-local-in-points-dtype", "returns the local coordinates in the points' dtype: float16/bfloat16 "
             "points get their local coordinates rounded to 16 bits before a float32 grid uses them",
             MOD, "local = (s - cell) * 2 - 1", "local = ((s - cell) * 2 - 1).to(points.dtype)"),
@@ -278,11 +288,13 @@ VARIANTS = [
     Variant("fake-forward-dtype-checks-first", "the fake forward checks the dtypes before the shapes: an input wrong "
             "in both gets another error under torch.compile than in eager",
             OP,
-            '    torch._check(feats.dim() == 3 and feats.shape[1] == 8,\n'
-            '                 lambda: f"trilinear: feats must have shape (N, 8, F), got {list(feats.shape)}")\n'
-            '    torch._check(points.dim() == 2 and points.shape[0] == feats.shape[0] and points.shape[1] == 3,\n'
-            '                 lambda: f"trilinear: points must have shape (N, 3) with N = {feats.shape[0]} as feats, "\n'
-            '                         f"got {list(points.shape)}")\n'
+            '    torch._check(feats.dim() == 3, bad_feats)\n'
+            '    torch._check(feats.shape[1] == 8, bad_feats)\n'
+            '    bad_points = lambda: (f"trilinear: points must have shape (N, 3) with N = {feats.shape[0]} as feats, "  # noqa: E731\n'
+            '                          f"got {list(points.shape)}")\n'
+            '    torch._check(points.dim() == 2, bad_points)\n'
+            '    torch._check(points.shape[0] == feats.shape[0], bad_points)\n'
+            '    torch._check(points.shape[1] == 3, bad_points)\n'
             '    torch._check(feats.dtype in DTYPES,\n'
             '                 lambda: f"trilinear: feats must be float64, float32, float16 or bfloat16, got {feats.dtype}")\n'
             '    torch._check(points.dtype == feats.dtype,\n'
@@ -291,11 +303,13 @@ VARIANTS = [
             '                 lambda: f"trilinear: feats must be float64, float32, float16 or bfloat16, got {feats.dtype}")\n'
             '    torch._check(points.dtype == feats.dtype,\n'
             '                 lambda: f"trilinear: points must have the dtype of feats ({feats.dtype}), got {points.dtype}")\n'
-            '    torch._check(feats.dim() == 3 and feats.shape[1] == 8,\n'
-            '                 lambda: f"trilinear: feats must have shape (N, 8, F), got {list(feats.shape)}")\n'
-            '    torch._check(points.dim() == 2 and points.shape[0] == feats.shape[0] and points.shape[1] == 3,\n'
-            '                 lambda: f"trilinear: points must have shape (N, 3) with N = {feats.shape[0]} as feats, "\n'
-            '                         f"got {list(points.shape)}")\n'),
+            '    torch._check(feats.dim() == 3, bad_feats)\n'
+            '    torch._check(feats.shape[1] == 8, bad_feats)\n'
+            '    bad_points = lambda: (f"trilinear: points must have shape (N, 3) with N = {feats.shape[0]} as feats, "  # noqa: E731\n'
+            '                          f"got {list(points.shape)}")\n'
+            '    torch._check(points.dim() == 2, bad_points)\n'
+            '    torch._check(points.shape[0] == feats.shape[0], bad_points)\n'
+            '    torch._check(points.shape[1] == 3, bad_points)\n'),
 ]
 
 # Found by a red-team round: fakes that compare device types, a chunk indexed from 0, an output kept on ctx.
@@ -432,5 +446,5 @@ VARIANTS += [
 # A reviewer's mistakes (a set written without these variants at hand), each a class the tests close.
 VARIANTS += [
     Variant("fake-message-shape-repr", "the fake's message prints torch.Size([4, 8]) where the C++ op prints [4, 8]",
-            OP, "(N, 8, F), got {list(feats.shape)}\")", "(N, 8, F), got {feats.shape}\")"),
+            OP, "(N, 8, F), got {list(feats.shape)}\"  # noqa", "(N, 8, F), got {feats.shape}\"  # noqa"),
 ]
