@@ -16,6 +16,19 @@ OP_RETURN = "    return (grad_feats if need_feats else None), (grad_points if ne
 ROUND = "const T q = ::rint(x * g.inv_scale) + g.zero_point;"
 CLAMP = "const T c = q < g.quant_min ? g.quant_min : (q > g.quant_max ? g.quant_max : q);"
 
+# The fake forward's checks (trilinear_op.py): its size checks on the points, all its size checks, its dtype checks.
+FAKE_POINTS = ("    torch._check(points.dim() == 2, bad_points)\n"
+               "    torch._check(points.shape[0] == feats.shape[0], bad_points)\n"
+               "    torch._check(points.shape[1] == 3, bad_points)\n")
+FAKE_SHAPES = ('    torch._check(feats.dim() == 3, bad_feats)\n'
+               '    torch._check(feats.shape[1] == 8, bad_feats)\n'
+               '    bad_points = lambda: (f"trilinear: points must have shape (N, 3) with N = {feats.shape[0]} as feats, "  # noqa: E731\n'
+               '                          f"got {list(points.shape)}")\n' + FAKE_POINTS)
+FAKE_DTYPES = ('    torch._check(feats.dtype in DTYPES,\n'
+               '                 lambda: f"trilinear: feats must be float64, float32, float16 or bfloat16, got {feats.dtype}")\n'
+               '    torch._check(points.dtype == feats.dtype,\n'
+               '                 lambda: f"trilinear: points must have the dtype of feats ({feats.dtype}), got {points.dtype}")\n')
+
 VARIANTS = [
     # ------------------------------------------------------------------ function-forward
     Variant("function-saves-output", "saves the output instead of the points",
@@ -76,10 +89,7 @@ VARIANTS = [
     Variant("fake-skips-rank-check", "checks feats.shape[1] == 8 but not the rank", OP,
             "    torch._check(feats.dim() == 3, bad_feats)\n    torch._check(feats.shape[1] == 8, bad_feats)\n",
             "    torch._check(feats.shape[1] == 8, bad_feats)\n"),
-    Variant("fake-skips-points-check", "never checks the points' shape", OP,
-            "    torch._check(points.dim() == 2, bad_points)\n"
-            "    torch._check(points.shape[0] == feats.shape[0], bad_points)\n"
-            "    torch._check(points.shape[1] == 3, bad_points)\n", ""),
+    Variant("fake-skips-points-check", "never checks the points' shape", OP, FAKE_POINTS, ""),
     Variant("fake-lets-float8-through", "dtype.is_floating_point: the float8 types pass, the C++ op refuses them",
             OP, "torch._check(feats.dtype in DTYPES,", "torch._check(feats.dtype.is_floating_point,"),
     Variant("fake-skips-dtype-match", "never compares the points' dtype with feats'", OP,
@@ -263,9 +273,7 @@ VARIANTS = [
     Variant("fake-joins-size-checks", "the fake forward joins the points' size conditions with `and` in one "
             "torch._check, as C++ joins them with &&: Python asks the first symbolic comparison for a plain bool, "
             "which a size that depends on data (after nonzero()) does not have",
-            OP, "    torch._check(points.dim() == 2, bad_points)\n"
-            "    torch._check(points.shape[0] == feats.shape[0], bad_points)\n"
-            "    torch._check(points.shape[1] == 3, bad_points)\n",
+            OP, FAKE_POINTS,
             "    torch._check(points.dim() == 2 and points.shape[0] == feats.shape[0] and points.shape[1] == 3,"
             " bad_points)\n"),
     Variant("grid-local-in-points-dtype", "returns the local coordinates in the points' dtype: float16/bfloat16 "
@@ -287,29 +295,7 @@ VARIANTS = [
             '    index = ((vertex[..., 0] * (R + 1) + vertex[..., 1]) * (R + 1) + vertex[..., 2]).long()\n'),
     Variant("fake-forward-dtype-checks-first", "the fake forward checks the dtypes before the shapes: an input wrong "
             "in both gets another error under torch.compile than in eager",
-            OP,
-            '    torch._check(feats.dim() == 3, bad_feats)\n'
-            '    torch._check(feats.shape[1] == 8, bad_feats)\n'
-            '    bad_points = lambda: (f"trilinear: points must have shape (N, 3) with N = {feats.shape[0]} as feats, "  # noqa: E731\n'
-            '                          f"got {list(points.shape)}")\n'
-            '    torch._check(points.dim() == 2, bad_points)\n'
-            '    torch._check(points.shape[0] == feats.shape[0], bad_points)\n'
-            '    torch._check(points.shape[1] == 3, bad_points)\n'
-            '    torch._check(feats.dtype in DTYPES,\n'
-            '                 lambda: f"trilinear: feats must be float64, float32, float16 or bfloat16, got {feats.dtype}")\n'
-            '    torch._check(points.dtype == feats.dtype,\n'
-            '                 lambda: f"trilinear: points must have the dtype of feats ({feats.dtype}), got {points.dtype}")\n',
-            '    torch._check(feats.dtype in DTYPES,\n'
-            '                 lambda: f"trilinear: feats must be float64, float32, float16 or bfloat16, got {feats.dtype}")\n'
-            '    torch._check(points.dtype == feats.dtype,\n'
-            '                 lambda: f"trilinear: points must have the dtype of feats ({feats.dtype}), got {points.dtype}")\n'
-            '    torch._check(feats.dim() == 3, bad_feats)\n'
-            '    torch._check(feats.shape[1] == 8, bad_feats)\n'
-            '    bad_points = lambda: (f"trilinear: points must have shape (N, 3) with N = {feats.shape[0]} as feats, "  # noqa: E731\n'
-            '                          f"got {list(points.shape)}")\n'
-            '    torch._check(points.dim() == 2, bad_points)\n'
-            '    torch._check(points.shape[0] == feats.shape[0], bad_points)\n'
-            '    torch._check(points.shape[1] == 3, bad_points)\n'),
+            OP, FAKE_SHAPES + FAKE_DTYPES, FAKE_DTYPES + FAKE_SHAPES),
 ]
 
 # Found by a red-team round: fakes that compare device types, a chunk indexed from 0, an output kept on ctx.
