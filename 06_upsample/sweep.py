@@ -171,18 +171,49 @@ def host(up, device: str, min_time: float, quick: bool) -> list[dict]:
     return records
 
 
-def case_calls(up, device: str, case: dict, seed: int, compile_peer: bool = False) -> tuple[dict, dict]:
-    """({record name: fn} for one sweep case, its fields); the tensors live as long as the closures."""
-    torch.manual_seed(seed)
-    dtype, size, mode = DTYPES[case["dtype"]], case["size"], case["mode"]
-    ac = mode == "align_corners"
-    x = _make(case["shape"], dtype, case["layout"], device)
-    xg = x.detach().clone().requires_grad_(True)
-    g = _make(case["shape"][:2] + size, dtype, case["layout"], device)
+def _interp(case: dict):
+    """F.interpolate as the case calls it (the function torch.compile compiles)."""
+    size, ac = case["size"], case["mode"] == "align_corners"
 
     def interp(t):
         return F.interpolate(t, size=size, mode="bilinear", align_corners=ac)
 
+    return interp
+
+
+def _compile_cases(device: str, cases: list[dict]) -> None:
+    """Compiles the peer of each case, so that inductor's caches on disk hold it (warm_compile). The
+    choice among a kernel's launch configurations, which inductor makes by timing them at the first
+    call, is not kept: the timed process makes it again, on a GPU that nothing else is using."""
+    torch._inductor.config.autotune_local_cache = False
+    for case in cases:
+        torch._dynamo.reset()
+        torch.compile(_interp(case), dynamic=False)(_make(case["shape"], DTYPES[case["dtype"]], case["layout"], device))
+    timing.sync(device)
+
+
+def warm_compile(device: str, cases: list[dict], workers: int) -> None:
+    """torch.compile(F.interpolate) of every case, in `workers` processes at once, before anything is
+    timed. The timed process then finds each case's compiled code in inductor's caches on disk
+    (a cache hit is the same code, so no timing changes) instead of compiling the cases one after
+    the other, which takes most of a run's time."""
+    import multiprocessing
+
+    if workers <= 1 or not cases:
+        return
+    parts = [cases[k::workers] for k in range(workers)]
+    with multiprocessing.get_context("spawn").Pool(workers) as pool:
+        pool.starmap(_compile_cases, [(device, part) for part in parts if part])
+
+
+def case_calls(up, device: str, case: dict, seed: int, compile_peer: bool = False) -> tuple[dict, dict]:
+    """({record name: fn} for one sweep case, its fields); the tensors live as long as the closures."""
+    torch.manual_seed(seed)
+    dtype, size, mode = DTYPES[case["dtype"]], case["size"], case["mode"]
+    x = _make(case["shape"], dtype, case["layout"], device)
+    xg = x.detach().clone().requires_grad_(True)
+    g = _make(case["shape"][:2] + size, dtype, case["layout"], device)
+    interp = _interp(case)
     y, y_ref = up.upsample_bilinear(xg, size, mode=mode), interp(xg)
     calls = {"forward ours": lambda: up.upsample_bilinear(x, size, mode=mode),
              "forward F.interpolate": lambda: interp(x)}
@@ -350,6 +381,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="CPU threads (CPU runs only)")
     parser.add_argument("--quick", action="store_true", help="a few small cases: checks the pipeline, not the speed")
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile (it compiles once per case)")
+    parser.add_argument("--compile-workers", type=int, default=8,
+                        help="processes that compile the torch.compile peers before the timings (1: none)")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--readme", action="store_true", help="only regenerate the summaries from --out")
     parser.add_argument("--resume", action="store_true",
@@ -370,6 +403,9 @@ def main() -> None:
         first = [r for r in kept if r.get("section") == "host"] or host(up, args.device, min_time, args.quick)
         done = [r for r in kept if r.get("section") == "sweep"]
         extra["resumed"] = len({r["case"] for r in done})  # cases measured by an earlier, cut-short run
+        if not args.no_compile:
+            finished = {r["case"] for r in done}
+            warm_compile(args.device, [c for k, c in enumerate(cases) if k not in finished], args.compile_workers)
         records = first + sweep(up, args.device, cases, min_time, bandwidth, compile_peer=not args.no_compile,
                                 checkpoint=lambda rs: timing.save(out, first + rs, args.device, extra=extra),
                                 records=done)

@@ -170,37 +170,37 @@ __device__ __forceinline__ void load8(const scalar_t* __restrict__ p, scalar_t* 
 // still read. Rows of a width that is not a multiple of V start off a pack
 // boundary, yet a width of 4 mod 8 still takes 8-byte stores, and an even one
 // 4-byte stores, a quarter or half the store instructions of V scalar ones.
-// A pack cut short at a row's end (n < V) stores value by value: unrolled over
-// V with a test j < n, as a loop bounded by n would index r at run time and put
-// it in local memory.
+// A pack cut short at a row's end (n < V), or a row start on no 4-byte boundary,
+// stores value by value: unrolled over V with a test j < n, as a loop bounded by n
+// would index r at run time and put it in local memory.
 template <typename scalar_t, int V>
 __device__ __forceinline__ void store_outputs(scalar_t* dst, const Pack<scalar_t, V>& r, int n, int unit) {
   constexpr int kBytes = sizeof(r);
   static_assert(kBytes == 16 || kBytes == 8, "Pack is 8 or 16 bytes");
   const int unit_bytes = unit * static_cast<int>(sizeof(scalar_t));
-  if (n == V && unit == V) {
-    if constexpr (kBytes == 16) {
-      __stcs(reinterpret_cast<float4*>(dst), reinterpret_cast<const float4&>(r));
-    } else {
-      __stcs(reinterpret_cast<float2*>(dst), reinterpret_cast<const float2&>(r));
-    }
-  } else if (n == V && unit_bytes == 8 && kBytes == 16) {
-    const float2* src = reinterpret_cast<const float2*>(&r);
-    __stcs(reinterpret_cast<float2*>(dst), src[0]);
-    __stcs(reinterpret_cast<float2*>(dst) + 1, src[1]);
-  } else if (n == V && unit_bytes == 4) {
-    unsigned int words[kBytes / 4];
-    memcpy(words, &r, kBytes);
-#pragma unroll
-    for (int k = 0; k < kBytes / 4; ++k) {
-      __stcs(reinterpret_cast<unsigned int*>(dst) + k, words[k]);
-    }
-  } else {
+  if (n < V || unit_bytes < 4) {  // a pack cut short, or a row start on no 4-byte boundary
 #pragma unroll
     for (int j = 0; j < V; ++j) {
       if (j < n) {
         dst[j] = r.v[j];
       }
+    }
+  } else if (unit == V) {
+    if constexpr (kBytes == 16) {
+      __stcs(reinterpret_cast<float4*>(dst), reinterpret_cast<const float4&>(r));
+    } else {
+      __stcs(reinterpret_cast<float2*>(dst), reinterpret_cast<const float2&>(r));
+    }
+  } else if (kBytes == 16 && unit_bytes == 8) {  // a 16-byte pack as two halves
+    const float2* src = reinterpret_cast<const float2*>(&r);
+    __stcs(reinterpret_cast<float2*>(dst), src[0]);
+    __stcs(reinterpret_cast<float2*>(dst) + 1, src[1]);
+  } else {  // 4-byte words
+    unsigned int words[kBytes / 4];
+    memcpy(words, &r, kBytes);
+#pragma unroll
+    for (int k = 0; k < kBytes / 4; ++k) {
+      __stcs(reinterpret_cast<unsigned int*>(dst) + k, words[k]);
     }
   }
 }

@@ -15,6 +15,8 @@
 #include <torch/headeronly/util/shim_utils.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -83,7 +85,16 @@ inline torch::stable::Tensor new_packed(const torch::stable::Tensor& like, int64
   TORCH_ERROR_CODE_CHECK(aoti_torch_get_device_index(like.get(), &device_index));
   AtenTensorHandle handle = nullptr;
   TORCH_ERROR_CODE_CHECK(aoti_torch_empty_strided(4, sizes, strides, code, device_type, device_index, &handle));
-  return torch::stable::Tensor(handle);
+  torch::stable::Tensor t(handle);
+  // Under the course's tests (CH06_POISON_OUTPUTS=1, set by tests/test_06_upsample.py) every new
+  // tensor starts as NaN, so an element that no kernel writes fails a test instead of passing on
+  // whatever the memory held. torch.empty does this under torch.utils.deterministic's
+  // fill_uninitialized_memory; aoti_torch_empty_strided does not.
+  const char* poison = std::getenv("CH06_POISON_OUTPUTS");
+  if (poison != nullptr && poison[0] == '1') {
+    torch::stable::fill_(t, std::numeric_limits<double>::quiet_NaN());
+  }
+  return t;
 }
 
 void upsample_forward_cpu(const torch::stable::Tensor& x, torch::stable::Tensor& out, const ResizeGeometry& g);

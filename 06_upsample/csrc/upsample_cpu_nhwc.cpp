@@ -45,6 +45,7 @@ constexpr int kTailLanes = 8;  // the lanes of gather_pixel's last vector
 constexpr int kNarrow = 8;     // fewer channels than this: the forward works on lines (forward_narrow_rows)
 constexpr int kNarrowGather = 15;  // this many channels or fewer: the backward works on lines where
                                   // that is faster (gather_chunk)
+constexpr int kLineChannels = 8;  // the channels a narrow line takes at a time (gather_narrow_line)
 
 // scalar_t -> opmath_t and back, one value.
 template <typename opmath_t, typename scalar_t>
@@ -807,8 +808,8 @@ NHWC_INLINE void gather_narrow_rows(const GatherPlan<scalar_t>& p, int64_t begin
     if (C > kNarrowGather) {
       return gather_wide_line(cols, go, read_lo, C, line);
     }
-    for (int64_t c = 0; c < C; c += 8) {  // 8 channels at a time, then the rest
-      with_narrow_line(std::min<int64_t>(8, C - c), cols.longest, [&](auto c_tag, auto k_tag) {
+    for (int64_t c = 0; c < C; c += kLineChannels) {  // kLineChannels at a time, then the rest
+      with_narrow_line(std::min<int64_t>(kLineChannels, C - c), cols.longest, [&](auto c_tag, auto k_tag) {
         gather_narrow_line<decltype(c_tag)::value, decltype(k_tag)::value>(cols, go + c, read_lo, C, line + c);
       });
     }
@@ -908,19 +909,17 @@ static void gather_chunk(const scalar_t* grad_out, scalar_t* grad_in, const Resi
   using opmath_t = opmath_type<scalar_t>;
   const opmath_t rh = axis_ratio<opmath_t>(g.H_in, g.H_out, g.mode, g.scale_h);
   const std::optional<GatherTable<opmath_t>> rows = row_table(g, rh);  // when H_in fits a chunk
-  // Lines (gather_narrow_rows) for 2 to 15 channels, ranges along W of at most 8 with their weights
-  // stored, and W not upsampled (float16: any W). Where W grows in float, bfloat16 and float64,
-  // a pixel's few ranges along W are long and its vector path as fast or faster (measured on
-  // 2-7 channels at x2 and x2.5). At 8 to 15 channels, where W shrinks, a pixel's bookkeeping
-  // costs more than its one or two terms, as at fewer; a line takes 8 channels at a time.
-  // Lines for 16 channels or more too where W grows more than about 3 times (ranges along W of 7
-  // outputs or more): a pixel at a time reads each grad_out pixel once per input pixel that sums
-  // it (four), a line reads it once; measured 1.07x at x4 (32 channels) to 1.7x at x7-x8 (128 and
-  // 256 channels into a 5 x 4 or 11 x 11 input), and 0.97x at x3, 0.5x with 8 channels at x4.
+  // Lines (gather_narrow_rows) for 2 to kNarrowGather channels, ranges along W of at most 8 with
+  // their weights stored, and W not upsampled (float16: any W). Where W grows in float, bfloat16
+  // and float64, a pixel's few ranges along W are long and its vector path is as fast. Where W
+  // shrinks, a narrow pixel's bookkeeping costs more than its one or two terms; a line takes
+  // kLineChannels at a time. Lines for wider pixels too where W grows more than about 3 times
+  // (ranges along W of 7 outputs or more): a pixel at a time reads each grad_out pixel once per
+  // input pixel that sums it (four), a line reads it once; at x3 and below the two are level.
   const bool narrow_rows = !cols.weight.empty() &&
                            ((g.channels > 1 && g.channels <= kNarrowGather && cols.longest <= 8 &&
                              (std::is_same_v<scalar_t, Half> || g.W_out <= g.W_in)) ||
-                            (g.channels >= 16 && cols.longest > 6));
+                            (g.channels > kNarrowGather && cols.longest > 6));
   const GatherPlan<scalar_t> plan{grad_out, grad_in, g, cols, rh, rows ? &*rows : nullptr,
                                   read_columns<scalar_t>(cols, g.channels),
                                   narrow_rows ? longest_range<opmath_t>(g.H_in, g.H_out, rh, g.mode, kLineSlots) : 0};
