@@ -23,6 +23,11 @@ in the same process as PyTorch's own calls:
             torch.autograd.grad (against F.interpolate's, whose CUDA backward adds with atomics),
             and a forward + backward step; the bandwidth floor of the bytes a pass must move.
 
+Before anything is timed, the torch.compile peers are compiled in --compile-workers processes at
+once, which fills inductor's caches on disk: the timed process then loads each case's compiled code
+(the same code) instead of compiling 48 cases one after the other, and makes inductor's choice of
+launch configuration itself, on an idle GPU.
+
 Every time is coursekit.timing.bench: calls as a program makes them (host included), the median
 of blocked_autorange. The summary is the distribution of our speed-up over each peer, worst case
 first.
