@@ -5,16 +5,19 @@
     python 06_upsample/sweep.py --quick --out /tmp/s.json   # a few small cases: checks the pipeline
     python 06_upsample/sweep.py --resume         # go on with a run that was cut short (its file's cases kept)
     python 06_upsample/sweep.py --readme         # regenerate the summaries (README.md, SPEED.md)
+    python 06_upsample/sweep.py --device cpu --host-only   # the host section alone: results/06_upsample_host_cpu.json
 
 bench.py and ladder.py time the kernel ops on chosen cases. This script times what a user calls,
 in the same process as PyTorch's own calls:
 
-  host      one small case (a 64 KiB input), where the host's work sets the pace: the kernel op,
-            the registered operator (torch.ops.ch06.upsample_bilinear2d and its torch.library
-            autograd formula) and the public function upsample_bilinear, against F.interpolate and
-            F.interpolate's kernels under a Python autograd.Function (the floor of a Python formula);
-            forward, backward through torch.autograd.grad, and a forward + backward step; with
-            torch.profiler's count of the kernels each step launches.
+  host      a tiny case (a 64-byte input: only the host's work counts), a small one (64 KiB,
+            where the host's work sets the pace) and, on a GPU, two large ones: the kernel op,
+            PyTorch's kernel op called the same way (through torch.ops), the registered operator
+            (torch.ops.ch06.upsample_bilinear2d and its torch.library autograd formula) and the
+            public function upsample_bilinear, against F.interpolate and F.interpolate's kernels
+            under a Python autograd.Function (the floor of a Python formula); forward, backward
+            through torch.autograd.grad, and a forward + backward step; with torch.profiler's count
+            of the kernels each step launches.
   sweep     CASES cases drawn with a fixed seed: ratio in [1/8, 8] (both axes, integer or not,
             equal or not), N, C, an input + output size from 64 KiB to 512 MiB (64 MiB on the CPU), NCHW or
             channels_last, float32 / bfloat16 / float16, half_pixel or align_corners (the two modes
@@ -106,7 +109,8 @@ def _kernels(fn, device) -> tuple[int | None, float | None]:
     return len(gpu), sum(e.device_time for e in gpu) / 1e3
 
 
-HOST_CASES = [  # (shape, size, dtype): a small case, where the host sets the pace, and two large ones
+HOST_CASES = [  # (shape, size, dtype): a tiny case (only the host's work counts), a small case, where the
+    ((1, 1, 4, 4), [8, 8], torch.float32),  # host sets the pace, and two large ones
     ((1, 16, 32, 32), [64, 64], torch.float32),
     ((8, 64, 256, 256), [512, 512], torch.float32),
     ((8, 64, 256, 256), [512, 512], torch.bfloat16),
@@ -114,7 +118,7 @@ HOST_CASES = [  # (shape, size, dtype): a small case, where the host sets the pa
 
 
 def host_cases(device: str, quick: bool) -> list:
-    return HOST_CASES[:1] if quick or device == "cpu" else HOST_CASES
+    return HOST_CASES[:1] if quick else HOST_CASES[:2] if device == "cpu" else HOST_CASES
 
 
 class _PythonFormula(torch.autograd.Function):
@@ -144,11 +148,14 @@ def host_calls(up, device: str, shape, size, dtype) -> list[tuple[str, str, obje
     y_py = _PythonFormula.apply(xg, size)
     return [
         ("forward", "kernel op", lambda: ops._upsample_bilinear2d_kernel(x, size, mode, None, None)),
+        ("forward", "PyTorch's kernel op", lambda: torch.ops.aten.upsample_bilinear2d(x, size, False)),
         ("forward", "operator", lambda: ops.upsample_bilinear2d(x, size, mode, None, None, "gather")),
         ("forward", "upsample_bilinear", lambda: up.upsample_bilinear(x, size, mode=mode)),
         ("forward", "F.interpolate", lambda: F.interpolate(x, size=size, mode="bilinear", align_corners=False)),
         ("backward", "kernel op", lambda: ops._upsample_bilinear2d_backward_kernel(g, list(shape[2:]), mode, "gather",
                                                                                   None, None)),
+        ("backward", "PyTorch's kernel op",
+         lambda: torch.ops.aten.upsample_bilinear2d_backward(g, size, list(shape), False)),
         ("backward", "operator", lambda: torch.autograd.grad(y_op, xg, g, retain_graph=True)),
         ("backward", "upsample_bilinear", lambda: torch.autograd.grad(y_fn, xg, g, retain_graph=True)),
         ("backward", "F.interpolate", lambda: torch.autograd.grad(y_ref, xg, g, retain_graph=True)),
@@ -276,10 +283,13 @@ def profile_all(up, device: str, cases: list[dict], quick: bool, records: list[d
     a profiler that has run can leave the launches of the calls timed after it slower."""
     if device != "cuda":
         return
-    host_rows = iter(r for r in records if r.get("section") == "host")
+    host_rows = {(tuple(r["shape"]), tuple(r["size"]), r["dtype"], r["step"], r["path"]): r
+                 for r in records if r.get("section") == "host"}
     for shape, size, dtype in host_cases(device, quick):
-        for (_, _, fn), row in zip(host_calls(up, device, shape, size, dtype), host_rows):
-            row["kernels"], row["gpu_ms"] = _kernels(fn, device)
+        for step, path, fn in host_calls(up, device, shape, size, dtype):
+            row = host_rows.get((tuple(shape), tuple(size), str(dtype).replace("torch.", ""), step, path))
+            if row is not None:
+                row["kernels"], row["gpu_ms"] = _kernels(fn, device)
     by = {(r["case"], r["name"]): r for r in records if r.get("section") == "sweep"}
     for index, case in enumerate(cases):
         calls, _ = case_calls(up, device, case, index)
@@ -344,40 +354,65 @@ def summary(doc: dict, short: bool = False) -> str:
             fr = sorted((by[c, name]["fraction_of_floor"], c) for c in large)
             out.append(f"- {name}, the {len(large)} cases of 64 MiB or more: {fr[0][0]:.0%} to {fr[-1][0]:.0%} of "
                        f"the copy floor (median {fr[len(fr) // 2][0]:.0%}); lowest on {describe(by[fr[0][1], name])}")
-    host_rows = [r for r in rows if r.get("section") == "host"]
-    if host_rows:
-        profiled = any(r.get("gpu_ms") is not None for r in host_rows)
-        on_gpu = any(r.get("kernels") for r in host_rows)
-        out += ["", "The host's share: one call of each step, host included (`bench`, median)" + (
-                "; in brackets the kernels it runs on the GPU" + (
-                    " and their time (torch.profiler, one call, profiled after every timing)." if profiled else
-                    " (torch.profiler, one call, profiled right after its timing).") if on_gpu else ".")
-                + " The operator's autograd is torch.library's "
-                "(`register_autograd`); `upsample_bilinear` takes the eager path (`_Resize`). *Python formula*: "
-                "`F.interpolate`'s own kernels under an `autograd.Function` written in Python, the floor of any "
-                "autograd formula in Python (the stable ABI has no C++ autograd).", "",
-                "| case | step | kernel op | operator | `upsample_bilinear` | `F.interpolate` | Python formula |",
-                "|---|---|---|---|---|---|---|"]
-        for key in dict.fromkeys((tuple(r["shape"]), tuple(r["size"]), r["dtype"]) for r in host_rows):
-            for step in ("forward", "backward", "forward + backward"):
-                cells = {r["path"]: r for r in host_rows
-                         if (tuple(r["shape"]), tuple(r["size"]), r["dtype"]) == key and r["step"] == step}
+    return "\n".join(out + host_table(rows)) + "\n"
 
-                def cell(p):
-                    if p not in cells:
-                        return "-"
-                    k, gpu = cells[p].get("kernels"), cells[p].get("gpu_ms")
-                    return f"{cells[p]['median_ms'] * 1e3:.1f} µs" + (
-                        "" if k is None else f" ({k})" if gpu is None else f" ({k}: {gpu * 1e3:.1f} µs)")
-                out.append(f"| {list(key[0])} -> {list(key[1])} {key[2]} | {step} | "
-                           + " | ".join(cell(p) for p in ("kernel op", "operator", "upsample_bilinear", "F.interpolate",
-                                                        "Python formula"))
-                           + " |")
-    return "\n".join(out) + "\n"
+
+HOST_PATHS = ("kernel op", "PyTorch's kernel op", "operator", "upsample_bilinear", "F.interpolate", "Python formula")
+
+
+def host_table(rows: list[dict]) -> list[str]:
+    """The host section's table (lines), its columns those the records have."""
+    host_rows = [r for r in rows if r.get("section") == "host"]
+    if not host_rows:
+        return []
+    paths = [p for p in HOST_PATHS if any(r["path"] == p for r in host_rows)]
+    heads = {"upsample_bilinear": "`upsample_bilinear`", "F.interpolate": "`F.interpolate`"}
+    profiled = any(r.get("gpu_ms") is not None for r in host_rows)
+    on_gpu = any(r.get("kernels") for r in host_rows)
+    out = ["", "The host's share: one call of each step, host included (`bench`, median)" + (
+           "; in brackets the kernels it runs on the GPU" + (
+               " and their time (torch.profiler, one call, profiled after every timing)." if profiled else
+               " (torch.profiler, one call, profiled right after its timing).") if on_gpu else ".")
+           + (" *PyTorch's kernel op*: `torch.ops.aten.upsample_bilinear2d` and its backward, PyTorch's own "
+              "kernels called the way Python calls every custom op, through `torch.ops` (`F.interpolate` "
+              "reaches the same kernel through a binding of its own)." if "PyTorch's kernel op" in paths else "")
+           + " The operator's autograd is torch.library's "
+           "(`register_autograd`); `upsample_bilinear` takes the eager path (`_Resize`). *Python formula*: "
+           "`F.interpolate`'s own kernels under an `autograd.Function` written in Python, the floor of any "
+           "autograd formula in Python (the stable ABI has no C++ autograd).", "",
+           "| case | step | " + " | ".join(heads.get(p, p) for p in paths) + " |",
+           "|---|---|" + "---|" * len(paths)]
+    for key in dict.fromkeys((tuple(r["shape"]), tuple(r["size"]), r["dtype"]) for r in host_rows):
+        for step in ("forward", "backward", "forward + backward"):
+            cells = {r["path"]: r for r in host_rows
+                     if (tuple(r["shape"]), tuple(r["size"]), r["dtype"]) == key and r["step"] == step}
+
+            def cell(p):
+                if p not in cells:
+                    return "-"
+                k, gpu = cells[p].get("kernels"), cells[p].get("gpu_ms")
+                return f"{cells[p]['median_ms'] * 1e3:.1f} µs" + (
+                    "" if k is None else f" ({k})" if gpu is None else f" ({k}: {gpu * 1e3:.1f} µs)")
+            out.append(f"| {list(key[0])} -> {list(key[1])} {key[2]} | {step} | "
+                       + " | ".join(cell(p) for p in paths) + " |")
+    return out
 
 
 def write_block(path: Path, text: str, cpu: bool = False) -> None:
     results.write_block(path, CPU_START if cpu else START, CPU_END if cpu else END, text)
+
+
+def host_only(args) -> None:
+    """The host section alone (a CPU run says what the Python side and torch.ops cost, without a GPU)."""
+    out = args.out or HERE.parent / "results" / f"06_upsample_host_{args.device}.json"
+    if args.device == "cpu":
+        torch.set_num_threads(args.threads)
+    up = load_python(HERE, "upsample")
+    records = host(up, args.device, 0.02 if args.quick else 0.1, args.quick)
+    profile_all(up, args.device, [], args.quick, records)
+    timing.save(out, records, args.device, extra={"quick": args.quick, "script": "06_upsample/sweep.py --host-only"})
+    print("\n".join(host_table(records)))
+    print(f"wrote {out}")
 
 
 def main() -> None:
@@ -390,9 +425,13 @@ def main() -> None:
                         help="processes that compile the torch.compile peers before the timings (1: none)")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--readme", action="store_true", help="only regenerate the summaries from --out")
+    parser.add_argument("--host-only", action="store_true",
+                        help="only the host section, into results/06_upsample_host_DEVICE.json (or --out)")
     parser.add_argument("--resume", action="store_true",
                         help="go on with a run that was cut short: keep --out's host rows and finished cases")
     args = parser.parse_args()
+    if args.host_only:
+        return host_only(args)
     out = args.out or HERE.parent / "results" / f"06_upsample_sweep_{'cuda' if args.readme else args.device}.json"
     if not args.readme:
         if args.device == "cpu":

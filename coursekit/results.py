@@ -37,6 +37,7 @@ WRITERS = {
     "05_autograd": "05_autograd/bench.py",
     "06_upsample": "06_upsample/bench.py",
     "06_upsample_sweep": "06_upsample/sweep.py",
+    "06_upsample_host": "06_upsample/sweep.py",  # --host-only
 }
 GRAPH_REPLAY = ", GPU only"  # the suffix of the records timed as CUDA graph replays
 
