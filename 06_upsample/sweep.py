@@ -446,9 +446,9 @@ def main() -> None:
         kept = timing.load(out)["records"] if args.resume and out.is_file() else []
         first = [r for r in kept if r.get("section") == "host"] or host(up, args.device, min_time, args.quick)
         done = [r for r in kept if r.get("section") == "sweep"]
-        extra["resumed"] = len({r["case"] for r in done})  # cases measured by an earlier, cut-short run
+        finished = {r["case"] for r in done}  # cases measured by an earlier, cut-short run: not timed again
+        extra["resumed"] = len(finished)
         if not args.no_compile:
-            finished = {r["case"] for r in done}
             warm_compile(args.device, [c for k, c in enumerate(cases) if k not in finished], args.compile_workers)
         records = first + sweep(up, args.device, cases, min_time, bandwidth, compile_peer=not args.no_compile,
                                 checkpoint=lambda rs: timing.save(out, first + rs, args.device, extra=extra),
