@@ -8,8 +8,8 @@
 `run` builds the chapter found at the given folder, calls the public ops (forward, and the
 gather and scatter backward) on a fixed set of cases that reaches every automatic row of the
 dispatch table (every layout, ratio class, dtype and mode), saves the outputs, and times the
-benchmark's headline cases and four of sweep.py's (widths off a pack boundary) as CUDA-graph
-replays (coursekit.timing.bench_graph). `compare`
+benchmark's headline cases, four of sweep.py's (widths off a pack boundary) and sweep.py's cases of
+64 MiB or more (in their own modes) as CUDA-graph replays (coursekit.timing.bench_graph). `compare`
 says, case by case, whether the gather's and the forward's outputs are bit for bit the same
 (the scatter's low bits vary from run to run by design: it is compared with a tolerance) and
 the ratio of the times.
@@ -25,6 +25,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from coursekit import timing  # noqa: E402
 from coursekit.build import load_python  # noqa: E402
@@ -47,6 +48,19 @@ TIMED = [((8, 64, 256, 256), (512, 512), torch.float32, False), ((16, 256, 64, 6
          ((4, 2, 1452, 2582), (726, 1034), torch.float32, False), ((8, 2, 848, 849), (2544, 2547), torch.float32, True)]
 
 
+def timed_cases() -> list[tuple]:
+    """TIMED in half_pixel, then sweep.py's cases of 64 MiB or more (profile_large.py's), each in its mode."""
+    from profile_large import large_cases
+
+    cases = [(*case, "half_pixel") for case in TIMED]
+    for _, case in large_cases():
+        item = (tuple(case["shape"]), tuple(case["size"]), getattr(torch, case["dtype"]),
+                case["layout"] == "channels_last", case["mode"])
+        if item not in cases:
+            cases.append(item)
+    return cases
+
+
 def run(chapter: Path, out: Path) -> None:
     load_python(chapter, "upsample")
     fw, bw = torch.ops.ch06._upsample_bilinear2d_kernel, torch.ops.ch06._upsample_bilinear2d_backward_kernel
@@ -64,13 +78,15 @@ def run(chapter: Path, out: Path) -> None:
                     outputs[key + " gather"] = bw(g, list(shape[2:]), mode, "gather").cpu()
                     outputs[key + " scatter"] = bw(g, list(shape[2:]), mode, "scatter").cpu()
     times = {}
-    for shape, size, dtype, cl in TIMED:
+    for shape, size, dtype, cl, mode in timed_cases():
         fmt = torch.channels_last if cl else torch.contiguous_format
         x = torch.randn(shape, device="cuda", dtype=dtype).contiguous(memory_format=fmt)
         g = torch.randn(shape[:2] + size, device="cuda", dtype=dtype).contiguous(memory_format=fmt)
-        key = f"{list(shape)}->{list(size)} {str(dtype)[6:]} {'CL' if cl else 'NCHW'}"
-        times[key + " forward"] = timing.bench_graph(lambda: fw(x, list(size), "half_pixel")).median_ms
-        times[key + " gather"] = timing.bench_graph(lambda: bw(g, list(shape[2:]), "half_pixel", "gather")).median_ms
+        key = f"{list(shape)}->{list(size)} {str(dtype)[6:]} {'CL' if cl else 'NCHW'}" + (
+            "" if mode == "half_pixel" else f" {mode}")
+        times[key + " forward"] = timing.bench_graph(lambda: fw(x, list(size), mode)).median_ms
+        times[key + " gather"] = timing.bench_graph(lambda: bw(g, list(shape[2:]), mode, "gather")).median_ms
+        del x, g
     torch.save({"outputs": outputs, "times": times, "device": torch.cuda.get_device_name()}, out)
     print(f"wrote {out}: {len(outputs)} outputs, {len(times)} timings")
 

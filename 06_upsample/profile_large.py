@@ -5,8 +5,8 @@
 
 sweep.py times the public calls over shapes drawn at random, and measures how far the cases of
 64 MiB or more (input + output) stay from the copy floor. This runs each of those cases once
-under Nsight Compute, through the kernel ops (the forward, and the gather backward with its plan
-kernel), and records for every launch the tables of four ncu sections: Speed Of Light (time,
+under Nsight Compute (one ncu run a case), through the kernel ops (the forward, and the gather
+backward with its plan kernel), and records for every launch the tables of four ncu sections: Speed Of Light (time,
 DRAM and L1/L2 throughput against their peaks, SM throughput), Memory Workload Analysis (the
 bytes each level moved), Occupancy (achieved against theoretical) and Launch Statistics (grid,
 block, registers per thread). What a kernel lacks (bandwidth, loads in flight, issue slots) is
@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import argparse
 import csv
+import glob
 import io
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -55,44 +57,42 @@ def large_cases() -> list[tuple[int, dict]]:
     return out
 
 
-def target() -> None:
-    """What ncu runs: for each large case, its inputs made first, then one forward and one gather
-    backward through the kernel ops, each launch of ours inside an NVTX range named after the case."""
+def target(index: int) -> None:
+    """What ncu runs for one large case: its inputs made first, then one forward and one gather
+    backward through the kernel ops."""
     load_python(HERE, "upsample")
     fw, bw = torch.ops.ch06._upsample_bilinear2d_kernel, torch.ops.ch06._upsample_bilinear2d_backward_kernel
-    for index, case in large_cases():
-        dtype = sweep.DTYPES[case["dtype"]]
-        x = sweep._make(case["shape"], dtype, case["layout"], "cuda")
-        g = sweep._make(case["shape"][:2] + case["size"], dtype, case["layout"], "cuda")
-        torch.cuda.synchronize()
-        torch.cuda.nvtx.range_push(f"case{index} forward")
-        fw(x, case["size"], case["mode"], None, None)
-        torch.cuda.nvtx.range_pop()
-        torch.cuda.nvtx.range_push(f"case{index} backward")
-        bw(g, case["shape"][2:], case["mode"], "gather", None, None)
-        torch.cuda.nvtx.range_pop()
-        torch.cuda.synchronize()
-        del x, g
+    case = dict(large_cases())[index]
+    dtype = sweep.DTYPES[case["dtype"]]
+    x = sweep._make(case["shape"], dtype, case["layout"], "cuda")
+    g = sweep._make(case["shape"][:2] + case["size"], dtype, case["layout"], "cuda")
+    torch.cuda.synchronize()
+    fw(x, case["size"], case["mode"], None, None)
+    bw(g, case["shape"][2:], case["mode"], "gather", None, None)
+    torch.cuda.synchronize()
 
 
-def command(csv_path: Path) -> list[str]:
-    """ncu on target(): every kernel launched inside a case's NVTX range, the four sections, CSV out."""
-    return ["ncu", "--nvtx", "--nvtx-include", "regex:case[0-9]+ (forward|backward)/", "--clock-control", "none",
+def ncu() -> str | None:
+    """Nsight Compute's command line tool: on PATH, or where its installer puts it."""
+    found = shutil.which("ncu") or sorted(glob.glob("/opt/nvidia/nsight-compute/*/ncu"))
+    return found if isinstance(found, str) else (found[-1] if found else None)
+
+
+def command(tool: str, csv_path: Path, index: int) -> list[str]:
+    """ncu on target(index): only our kernels (namespace ch06; PyTorch's randn is left out), the four
+    sections, CSV out. A kernel's direction is in its name (forward_*; plan or gather_* for the backward)."""
+    return [tool, "--kernel-name-base", "demangled", "-k", "regex:ch06::", "--clock-control", "none",
             *[a for s in SECTIONS for a in ("--section", s)], "--csv", "--log-file", str(csv_path),
-            sys.executable, str(Path(__file__).resolve()), "--target"]
+            sys.executable, str(Path(__file__).resolve()), "--target", str(index)]
 
 
 def read(text: str) -> list[dict]:
-    """ncu's CSV (a row per launch, section and metric) as a dict per launch: the kernel, the NVTX
-    range it ran in, and {section: {metric: [value, unit]}}."""
+    """ncu's CSV (a row per launch, section and metric) as a dict per launch: the kernel and
+    {section: {metric: [value, unit]}}."""
     start = text.find('"ID"')  # ncu prints its own lines (==PROF== ...) before the table
     launches: dict[str, dict] = {}
     for row in csv.DictReader(io.StringIO(text[start:])):
         entry = launches.setdefault(row["ID"], {"kernel": row["Kernel Name"], "metrics": {}})
-        for key in row:  # the NVTX range a launch ran in has a column of its own
-            if key.startswith("thread Domain") or key.startswith("NVTX"):
-                if row[key]:
-                    entry["range"] = row[key]
         value = row["Metric Value"].replace(",", "")
         try:
             value = float(value)
@@ -106,33 +106,39 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--list", action="store_true", help="print the cases and stop")
     ap.add_argument("--out", type=Path, default=OUT)
-    ap.add_argument("--target", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--target", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.target:
-        return target()
+    if args.target is not None:
+        return target(args.target)
     cases = large_cases()
     for index, case in cases:
         print(f"case {index:2d}: {case['shape']} -> {case['size']} {case['dtype']} {case['layout']} {case['mode']}")
     if args.list:
         return
-    if not torch.cuda.is_available() or shutil.which("ncu") is None:
-        sys.exit("needs a CUDA GPU and Nsight Compute (ncu) on PATH")
+    tool = ncu()
+    if not torch.cuda.is_available() or tool is None:
+        sys.exit("needs a CUDA GPU and Nsight Compute (ncu)")
+    launches = []
     with tempfile.TemporaryDirectory() as folder:
-        csv_path = Path(folder) / "ncu.csv"
-        proc = subprocess.run(command(csv_path), capture_output=True, text=True, timeout=1200)
-        if proc.returncode != 0 or not csv_path.is_file():
-            sys.exit(f"ncu failed ({proc.returncode}): {(proc.stdout + proc.stderr)[-2000:]}")
-        launches = read(csv_path.read_text())
+        for index, _ in cases:  # one ncu run a case: each launch is known to be that case's
+            csv_path = Path(folder) / f"case{index}.csv"
+            proc = subprocess.run(command(tool, csv_path, index), capture_output=True, text=True, timeout=600)
+            if proc.returncode != 0 or not csv_path.is_file():
+                sys.exit(f"ncu failed on case {index} ({proc.returncode}): {(proc.stdout + proc.stderr)[-2000:]}")
+            for launch in read(csv_path.read_text()):
+                name = re.search(r"(\w+)<", launch["kernel"]).group(1)  # e.g. gather_kernel, of "void ...::gather_kernel<...>(...)"
+                launch |= {"case": index, "direction": "forward" if name.startswith("forward") else "backward"}
+                launches.append(launch)
+                sol = launch["metrics"].get("GPU Speed Of Light Throughput", {})
+                print(f"case {index:2d} {launch['direction']:8s} {launch['kernel'][:60]:60s} " + ", ".join(
+                    f"{k} {v[0]} {v[1]}" for k, v in sol.items() if k in (
+                        "Duration", "DRAM Throughput", "L1/TEX Cache Throughput", "Compute (SM) Throughput")),
+                    flush=True)
     doc = {"environment": timing.environment("cuda"), "script": "06_upsample/profile_large.py",
-           "command": " ".join(command(Path("ncu.csv"))).replace(sys.executable, "python")
-           .replace(str(Path(__file__).resolve()), "06_upsample/profile_large.py"),
+           "command": " ".join(command("ncu", Path("caseN.csv"), 0)).replace(sys.executable, "python")
+           .replace(str(Path(__file__).resolve()), "06_upsample/profile_large.py").replace("--target 0", "--target N"),
            "cases": {str(index): case for index, case in cases}, "launches": launches}
     args.out.write_text(json.dumps(doc, indent=1) + "\n")
-    for launch in launches:
-        sol = launch["metrics"].get("GPU Speed Of Light Throughput", {})
-        print(f"{launch.get('range', '?'):22s} {launch['kernel'][:40]:40s} "
-              + ", ".join(f"{k} {v[0]} {v[1]}" for k, v in sol.items() if k in (
-                  "Duration", "DRAM Throughput", "L1/TEX Cache Throughput", "Compute (SM) Throughput")))
     print(f"wrote {args.out}")
 
 

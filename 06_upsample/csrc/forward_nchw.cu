@@ -58,10 +58,16 @@ __global__ void __launch_bounds__(kThreads, kSpan == Span::Double ? 4 : kMinBloc
     return;
   }
   const int n = static_cast<int>(W_out - w0 < V ? W_out - w0 : V);  // fewer than V at the right edge
-  Taps<T> xt[V];
+  // The column taps, held as i0 and l only: i1 is i0 + 1 except at the last column (source_taps),
+  // so it is worked out again per sample rather than kept. That frees V 64-bit registers, which a
+  // 2-byte thread (V = 8) needs: with all three it spilled to local memory.
+  int64_t xi[V];
+  T xl[V];
 #pragma unroll
   for (int j = 0; j < V; ++j) {
-    xt[j] = source_taps<T>(j < n ? w0 + j : w0, W_in, rw, mode);
+    const Taps<T> t = source_taps<T>(j < n ? w0 + j : w0, W_in, rw, mode);
+    xi[j] = t.i0;
+    xl[j] = t.l;
   }
   const bool first = w0 == 0, last = w0 + V == W_out;  // Double: the threads at the edges
   const int64_t plane_in = H_in * W_in, plane_out = H_out * W_out;  // 64-bit: planes * plane may pass 2^31
@@ -78,7 +84,8 @@ __global__ void __launch_bounds__(kThreads, kSpan == Span::Double ? 4 : kMinBloc
       auto by_taps = [&](int64_t row, T(&dst)[V]) {
 #pragma unroll
         for (int j = 0; j < V; ++j) {
-          dst[j] = sample_line<scalar_t, T>(xp + row * W_in, xt[j]);
+          const int64_t i1 = xi[j] + 1 < W_in ? xi[j] + 1 : xi[j];
+          dst[j] = sample_line<scalar_t, T>(xp + row * W_in, Taps<T>{xi[j], i1, xl[j]});
         }
       };
       if constexpr (kSpan == Span::Halve) {
@@ -90,7 +97,7 @@ __global__ void __launch_bounds__(kThreads, kSpan == Span::Double ? 4 : kMinBloc
           memcpy(span + V, &b, sizeof(b));
 #pragma unroll
           for (int j = 0; j < V; ++j) {  // sample_line's arithmetic, on registers
-            dst[j] = (T(1) - xt[j].l) * static_cast<T>(span[2 * j]) + xt[j].l * static_cast<T>(span[2 * j + 1]);
+            dst[j] = (T(1) - xl[j]) * static_cast<T>(span[2 * j]) + xl[j] * static_cast<T>(span[2 * j + 1]);
           }
         }, store);
       } else if constexpr (kSpan == Span::Double) {
@@ -112,7 +119,7 @@ __global__ void __launch_bounds__(kThreads, kSpan == Span::Double ? 4 : kMinBloc
             if (j == V - 1 && last) {  // the last output: its second tap clamps to the last column
               b = span[2 * Q - 1];
             }
-            dst[j] = (T(1) - xt[j].l) * static_cast<T>(a) + xt[j].l * static_cast<T>(b);
+            dst[j] = (T(1) - xl[j]) * static_cast<T>(a) + xl[j] * static_cast<T>(b);
           }
         }, store);
       } else {
