@@ -2,6 +2,7 @@
 
     python 06_upsample/profile_large.py        # a GPU with ncu on PATH: results/06_upsample_profile.json
     python 06_upsample/profile_large.py --list # the cases, without profiling anything
+    python 06_upsample/profile_large.py --readme   # SPEED.md's table again, from the results file
 
 sweep.py times the public calls over shapes drawn at random, and measures how far the cases of
 64 MiB or more (input + output) stay from the copy floor. This runs each of those cases once
@@ -38,7 +39,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from coursekit import timing  # noqa: E402
+from coursekit import results, timing  # noqa: E402
 from coursekit.build import load_python  # noqa: E402
 import sweep  # noqa: E402
 
@@ -102,14 +103,63 @@ def read(text: str) -> list[dict]:
     return list(launches.values())
 
 
+def summarize(launch: dict) -> dict:
+    """The figures the lesson reads off a launch, in the units of the other results files (ms)."""
+    m = launch["metrics"]
+    sol, mem = m.get("GPU Speed Of Light Throughput", {}), m.get("Memory Workload Analysis", {})
+    occ, ls = m.get("Occupancy", {}), m.get("Launch Statistics", {})
+
+    def get(section, name):
+        value = section.get(name, [None])[0]
+        return value if isinstance(value, float) else None
+
+    duration_ns = get(sol, "Duration")
+    return {"kernel": re.search(r"(\w+<[^(]*)", launch["kernel"]).group(1),
+            "duration_ms": None if duration_ns is None else duration_ns / 1e6,
+            "dram_pct": get(sol, "DRAM Throughput"), "l1_pct": get(sol, "L1/TEX Cache Throughput"),
+            "l2_pct": get(sol, "L2 Cache Throughput"), "sm_pct": get(sol, "Compute (SM) Throughput"),
+            "occupancy_pct": get(occ, "Achieved Occupancy"), "occupancy_limit_pct": get(occ, "Theoretical Occupancy"),
+            "registers": get(ls, "Registers Per Thread"), "spill_requests": get(mem, "Local Memory Spilling Requests"),
+            "l1_hit_pct": get(mem, "L1/TEX Hit Rate"), "l2_hit_pct": get(mem, "L2 Hit Rate")}
+
+
+START, END = "<!-- profile:start -->", "<!-- profile:end -->"
+
+
+def table(doc: dict) -> str:
+    """SPEED.md's table of the profile: a row per launch of ours (the plan kernel left out)."""
+    env = doc["environment"]
+    out = [f"`06_upsample/profile_large.py` on an {env['device_name']} (torch {env['torch']}, Nsight Compute, "
+           "`--clock-control none`, one launch of each kernel op per case). DRAM, SM: throughput as a share "
+           "of the peak (Speed Of Light); occupancy: achieved of the theoretical limit; spills: requests to "
+           "local memory (registers that did not fit).", "",
+           "| case | kernel | time | DRAM | SM | L1 hit | occupancy | registers | spills |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for launch in doc["launches"]:
+        s = launch["summary"]
+        if s["kernel"].startswith("plan_kernel"):
+            continue
+        case = doc["cases"][str(launch["case"])]
+        what = (f"{case['shape']} -> {case['size']} {case['dtype']}, "
+                f"{'NCHW' if case['layout'] == 'nchw' else 'channels_last'}, {case['mode']}")
+        out.append(f"| {launch['case']}: {what} | `{s['kernel']}` | {s['duration_ms'] * 1e3:.1f} µs | "
+                   f"{s['dram_pct']:.0f}% | {s['sm_pct']:.0f}% | {s['l1_hit_pct']:.0f}% | "
+                   f"{s['occupancy_pct']:.0f}% of {s['occupancy_limit_pct']:.0f}% | {s['registers']:.0f} | "
+                   f"{s['spill_requests']:,.0f} |")
+    return "\n".join(out) + "\n"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--list", action="store_true", help="print the cases and stop")
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--readme", action="store_true", help="only rewrite SPEED.md's table from --out")
     ap.add_argument("--target", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.target is not None:
         return target(args.target)
+    if args.readme:
+        return results.write_block(HERE / "SPEED.md", START, END, table(json.loads(args.out.read_text())))
     cases = large_cases()
     for index, case in cases:
         print(f"case {index:2d}: {case['shape']} -> {case['size']} {case['dtype']} {case['layout']} {case['mode']}")
@@ -128,6 +178,7 @@ def main() -> None:
             for launch in read(csv_path.read_text()):
                 name = re.search(r"(\w+)<", launch["kernel"]).group(1)  # e.g. gather_kernel, of "void ...::gather_kernel<...>(...)"
                 launch |= {"case": index, "direction": "forward" if name.startswith("forward") else "backward"}
+                launch["summary"] = summarize(launch)
                 launches.append(launch)
                 sol = launch["metrics"].get("GPU Speed Of Light Throughput", {})
                 print(f"case {index:2d} {launch['direction']:8s} {launch['kernel'][:60]:60s} " + ", ".join(
@@ -140,6 +191,8 @@ def main() -> None:
            "cases": {str(index): case for index, case in cases}, "launches": launches}
     args.out.write_text(json.dumps(doc, indent=1) + "\n")
     print(f"wrote {args.out}")
+    if args.out == OUT:
+        results.write_block(HERE / "SPEED.md", START, END, table(doc))
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ bench.py and ladder.py time the kernel ops on chosen cases. This script times wh
 in the same process as PyTorch's own calls:
 
   host      a tiny case (a 64-byte input: only the host's work counts), a small one (64 KiB,
-            where the host's work sets the pace) and, on a GPU, two large ones: the kernel op,
+            where the host's work sets the pace) at x2 and at a ratio whose backward reads a plan,
+            and, on a GPU, two large ones: the kernel op,
             PyTorch's kernel op called the same way (through torch.ops), the registered operator
             (torch.ops.ch06.upsample_bilinear2d and its torch.library autograd formula) and the
             public function upsample_bilinear, against F.interpolate and F.interpolate's kernels
@@ -110,15 +111,16 @@ def _kernels(fn, device) -> tuple[int | None, float | None]:
 
 
 HOST_CASES = [  # (shape, size, dtype): a tiny case (only the host's work counts), a small case, where the
-    ((1, 1, 4, 4), [8, 8], torch.float32),  # host sets the pace, and two large ones
-    ((1, 16, 32, 32), [64, 64], torch.float32),
+    ((1, 1, 4, 4), [8, 8], torch.float32),  # host sets the pace, at x2 and at a ratio with no closed form
+    ((1, 16, 32, 32), [64, 64], torch.float32),  # (whose gather reads a plan), and two large ones
+    ((1, 16, 32, 32), [45, 45], torch.float32),
     ((8, 64, 256, 256), [512, 512], torch.float32),
     ((8, 64, 256, 256), [512, 512], torch.bfloat16),
 ]
 
 
 def host_cases(device: str, quick: bool) -> list:
-    return HOST_CASES[:1] if quick else HOST_CASES[:2] if device == "cpu" else HOST_CASES
+    return HOST_CASES[:1] if quick else HOST_CASES[:3] if device == "cpu" else HOST_CASES
 
 
 class _PythonFormula(torch.autograd.Function):

@@ -1852,10 +1852,10 @@ def test_gather_exact_ratio_cuda(up, device, dtype, ratio, layout, shape, size, 
     takes = name in EXACT_GATHERS
     names = cuda_kernels(lambda: bw(grad_out, list(shape[2:]), mode, "gather"))
     assert any(KERNEL_SYMBOLS[name] in k for k in names), f"{what}: the table names {name}; launched: {names}"
-    if takes:  # a plan only for H when its rows are not in closed form
+    if takes:  # rows in closed form: no plan at all (other rows read a plan, kept since the first call)
         closed = name not in ("gather_x4", "gather_nhwc_x2")
         closed = closed and (size[0] == 2 * shape[2] if ratio == "x2" else shape[2] == 2 * size[0])
-        assert any("plan_kernel" in k for k in names) != closed, f"{what}: kernels launched: {names}"
+        assert not (closed and any("plan_kernel" in k for k in names)), f"{what}: kernels launched: {names}"
     other = kernel_name(shifted, shape[2:], mode)
     assert other in ("gather_planes", "gather_column_packs", "gather_nhwc"), f"{what}: one element off, it took {other}"
     if not takes:  # both are a general gather
@@ -2434,6 +2434,54 @@ def test_runs_on_the_current_stream(up, device, what):
         assert_close(out, expected, what="scatter backward on a side stream")
     else:
         assert_bitwise(out, expected, what=f"{what} on a side stream")
+
+
+@pytest.mark.cuda
+def test_kept_plans(up, device):
+    """The gather keeps the plans it builds (plan.cu) and a repeated call reads its plan from there.
+    Three ways a kept plan could be read where it must not be, each made to give a wrong gradient if
+    it were: a call on another stream while the stream that built the plan has not run its plan
+    kernel yet (the default stream is kept busy); a CUDA graph replayed after other shapes have
+    pushed every kept plan out and their memory was handed out again (a graph that read a kept plan
+    would read that memory); the same sizes with another ratio (a scale factor)."""
+    if device != "cuda":
+        pytest.skip("needs the CUDA build")
+    in_hw, size = [13, 17], [29, 23]  # no closed form on either axis: gather_planes and its plan
+    g = torch.randn(2, 3, *size, device="cuda", dtype=torch.float64)
+    expected = ref_backward(g, in_hw, "half_pixel")
+    assert_close64(bw(g, in_hw, "half_pixel", "gather"), expected, "gather, first call (builds its plan)")
+    assert_close64(bw(g, in_hw, "half_pixel", "gather"), expected, "gather, second call (its kept plan)")
+    scales = (29 / 13 + 0.1, 23 / 17 - 0.05)  # the same sizes, other coordinates
+    assert_close64(bw(g, in_hw, "half_pixel", "gather", *scales), ref_backward(g, in_hw, "half_pixel", scales),
+                   "gather with scale factors, after the same sizes without")
+
+    # Another stream: the default stream builds a plan for new sizes behind a sleep; the side stream must not use it.
+    g2 = torch.randn(2, 3, 31, 27, device="cuda", dtype=torch.float64)
+    torch.cuda.synchronize()
+    side = torch.cuda.Stream()
+    torch.cuda._sleep(50_000_000)  # ~25 ms on the default stream
+    on_default = bw(g2, [11, 19], "half_pixel", "gather")
+    with torch.cuda.stream(side):
+        on_side = bw(g2, [11, 19], "half_pixel", "gather")
+    torch.cuda.synchronize()
+    expected2 = ref_backward(g2, [11, 19], "half_pixel")
+    assert_close64(on_side, expected2, "gather on a side stream, same sizes as a plan still being built")
+    assert_close64(on_default, expected2, "gather on the default stream")
+
+    # A CUDA graph: captured on `side`, where the plan of these sizes is kept; replayed after 40 other sizes.
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        bw(g, in_hw, "half_pixel", "gather")  # keeps the plan on `side`
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=side):
+        captured = bw(g, in_hw, "half_pixel", "gather")
+    with torch.cuda.stream(side):
+        for k in range(40):  # more sizes than the cache holds, on the stream the graph was captured on
+            bw(torch.randn(1, 1, 20 + k, 30 - k // 2, device="cuda", dtype=torch.float64), [7 + k, 9], "half_pixel",
+               "gather")
+    graph.replay()
+    torch.cuda.synchronize()
+    assert_close64(captured, expected, "gather in a CUDA graph, replayed after its sizes' kept plan was dropped")
 
 
 @pytest.mark.cuda

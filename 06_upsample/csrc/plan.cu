@@ -1,4 +1,9 @@
 // Chapter 06: building the gather's plan (plan.cuh says what it holds).
+#include <algorithm>
+#include <mutex>
+#include <utility>
+#include <vector>
+
 #include "plan.cuh"
 
 namespace ch06 {
@@ -20,6 +25,52 @@ __global__ void plan_kernel(AxisPlan<T> rows, AxisPlan<T> cols, Mode mode) {
   }
 }
 
+// What a plan depends on: the sizes, ratios and mode of the call, and the device and stream it is
+// built on and read from.
+struct PlanKey {
+  int32_t device;
+  cudaStream_t stream;
+  int64_t H_in, H_out, W_in, W_out;
+  double rh, rw;
+  Mode mode;
+  bool cols;
+  bool operator==(const PlanKey& o) const {
+    return device == o.device && stream == o.stream && H_in == o.H_in && H_out == o.H_out && W_in == o.W_in &&
+           W_out == o.W_out && rh == o.rh && rw == o.rw && mode == o.mode && cols == o.cols;
+  }
+};
+
+// The last plans built, most recent last. A training loop calls the backward with the same sizes
+// again and again, so a repeated call takes its plan from here: no allocation and no plan_kernel,
+// which are most of the host's work of a small backward. The key holds the stream: a plan is only
+// read on the stream that built it, so it is complete before any kernel reads it, and when it is
+// dropped the caching allocator can hand its memory out again in stream order. The cache itself is
+// never destroyed: at exit, freeing its tensors would call into a torch that may be gone already.
+constexpr size_t kCachedPlans = 16;
+
+template <typename T>
+struct PlanCache {
+  std::mutex mutex;
+  std::vector<std::pair<PlanKey, Plan<T>>> entries;
+};
+
+template <typename T>
+PlanCache<T>& plan_cache() {
+  static PlanCache<T>* cache = new PlanCache<T>();
+  return *cache;
+}
+
+// A CUDA graph being captured on the stream must own the memory it reads at every replay, so its
+// plan is built afresh (into the graph's memory) and not kept. A failed query counts as a capture.
+bool capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &status) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return true;
+  }
+  return status != cudaStreamCaptureStatusNone;
+}
+
 }  // namespace
 
 template <typename scalar_t>
@@ -32,6 +83,19 @@ Plan<opmath_type<scalar_t>> make_plan(const Call<scalar_t>& c, bool build, bool 
   p.cols = {g.W_in, g.W_out, c.rw, nullptr, nullptr, nullptr, nullptr, nullptr};
   if (!build) {
     return p;
+  }
+  const PlanKey key{c.in.get_device_index(), c.stream, g.H_in, g.H_out, g.W_in, g.W_out,
+                    static_cast<double>(c.rh), static_cast<double>(c.rw), g.mode, cols};
+  const bool keep = !capturing(c.stream);
+  PlanCache<T>& cache = plan_cache<T>();
+  if (keep) {
+    const std::lock_guard<std::mutex> lock(cache.mutex);
+    auto& e = cache.entries;
+    const auto hit = std::find_if(e.begin(), e.end(), [&](const auto& entry) { return entry.first == key; });
+    if (hit != e.end()) {
+      std::rotate(hit, hit + 1, e.end());  // now the most recent
+      return e.back().second;
+    }
   }
   // 3 values per output index and 2 per input index, per axis. Allocated on the
   // input's device and stream-ordered by the caching allocator.
@@ -47,6 +111,13 @@ Plan<opmath_type<scalar_t>> make_plan(const Call<scalar_t>& c, bool build, bool 
   const dim3 grid(static_cast<unsigned>((longest + kThreads - 1) / kThreads), cols ? 2 : 1);
   plan_kernel<T><<<grid, kThreads, 0, c.stream>>>(p.rows, p.cols, g.mode);
   STD_CUDA_KERNEL_LAUNCH_CHECK();
+  if (keep) {
+    const std::lock_guard<std::mutex> lock(cache.mutex);
+    if (cache.entries.size() >= kCachedPlans) {
+      cache.entries.erase(cache.entries.begin());  // the least recently used
+    }
+    cache.entries.emplace_back(key, p);
+  }
   return p;
 }
 

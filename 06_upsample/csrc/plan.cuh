@@ -4,7 +4,8 @@
 // Which outputs read input index i, and with which weights, depends only on the
 // axis, not on the plane or on the other axis. So plan_kernel first builds two
 // small tables per axis (taps per output index, [begin, end) per input index),
-// and the gather kernels look them up: no search per thread.
+// and the gather kernels look them up: no search per thread. A call with the
+// sizes of a recent one reuses its plan (plan.cu keeps the last few).
 #include "cuda_common.cuh"
 
 namespace ch06 {
@@ -21,8 +22,9 @@ struct AxisPlan {
 };
 
 // The plans of both axes (the columns' only when `cols`), built on c's stream
-// into tensors this object keeps alive until the kernels are queued. Without a
-// plan (`build` false) the AxisPlans hold the sizes and ratios alone.
+// into tensors this object keeps alive (and the cache in plan.cu, for the next
+// call with the same sizes on that stream). Without a plan (`build` false) the
+// AxisPlans hold the sizes and ratios alone.
 template <typename T>
 struct Plan {
   AxisPlan<T> rows, cols;
