@@ -91,10 +91,11 @@ Plan<opmath_type<scalar_t>> make_plan(const Call<scalar_t>& c, bool build, bool 
   if (keep) {
     const std::lock_guard<std::mutex> lock(cache.mutex);
     auto& e = cache.entries;
-    const auto hit = std::find_if(e.begin(), e.end(), [&](const auto& entry) { return entry.first == key; });
-    if (hit != e.end()) {
-      std::rotate(hit, hit + 1, e.end());  // now the most recent
-      return e.back().second;
+    for (auto hit = e.begin(); hit != e.end(); ++hit) {
+      if (hit->first == key) {
+        std::rotate(hit, hit + 1, e.end());  // now the most recent
+        return e.back().second;
+      }
     }
   }
   // 3 values per output index and 2 per input index, per axis. Allocated on the

@@ -92,6 +92,16 @@ typedef int cudaError_t;
 constexpr cudaError_t cudaSuccess = 0;
 inline cudaError_t cudaGetLastError() { return cudaSuccess; }
 inline const char* cudaGetErrorString(cudaError_t) { return "no error"; }
+// Stream capture (CUDA graphs): the emulator runs every launch at once and captures nothing.
+enum cudaStreamCaptureStatus {
+  cudaStreamCaptureStatusNone = 0,
+  cudaStreamCaptureStatusActive = 1,
+  cudaStreamCaptureStatusInvalidated = 2
+};
+inline cudaError_t cudaStreamIsCapturing(cudaStream_t, cudaStreamCaptureStatus* status) {
+  *status = cudaStreamCaptureStatusNone;
+  return cudaSuccess;
+}
 // The judge's GPU has one SM: a launch sized to fill the GPU (1024 threads an SM) takes its
 // small-tensor choices on the tests' smallest shapes and its usual ones on the others.
 // COURSE_EMU_SMS=n makes it n SMs; 0, a GPU whose count cannot be read (the call fails), on

@@ -413,7 +413,7 @@ VARIANTS = [
     Variant("scatter-ignores-determinism", "runs the scatter backward in deterministic mode without an error",
             "upsample.py", "        _alert_not_deterministic(", "        (lambda caller: None)(", cuda_only=True),
     Variant("cuda-halving-one-tap", "reads the first tap's column for both taps in the CUDA forward's x0.5 path",
-            "csrc/forward_nchw.cu", "xt[j].l * static_cast<T>(span[2 * j + 1]);", "xt[j].l * static_cast<T>(span[2 * j]);",
+            "csrc/forward_nchw.cu", "xl[j] * static_cast<T>(span[2 * j + 1]);", "xl[j] * static_cast<T>(span[2 * j]);",
             cuda_only=True),
     Variant("cuda-halving-any-width", "takes the CUDA forward's x0.5 path (dispatch.cu, forward_halve) whenever "
             "the ratio is 2, also when W_in is not 2 * W_out (scale_factor=0.5 on an odd width: rows off the "
