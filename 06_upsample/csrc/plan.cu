@@ -46,7 +46,11 @@ struct PlanKey {
 // read on the stream that built it, so it is complete before any kernel reads it, and when it is
 // dropped the caching allocator can hand its memory out again in stream order. The cache itself is
 // never destroyed: at exit, freeing its tensors would call into a torch that may be gone already.
+// Only small plans are kept, up to 1 MiB (a plan takes about 18 bytes per unit of H_in + W_in +
+// H_out + W_out, so sizes that add up to about 58,000): their allocation and launch are what weigh
+// on a call, and a kept plan holds its GPU memory until 16 others push it out.
 constexpr size_t kCachedPlans = 16;
+constexpr int64_t kKeptPlanBytes = int64_t(1) << 20;
 
 template <typename T>
 struct PlanCache {
@@ -86,7 +90,9 @@ Plan<opmath_type<scalar_t>> make_plan(const Call<scalar_t>& c, bool build, bool 
   }
   const PlanKey key{c.in.get_device_index(), c.stream, g.H_in, g.H_out, g.W_in, g.W_out,
                     static_cast<double>(c.rh), static_cast<double>(c.rw), g.mode, cols};
-  const bool keep = !capturing(c.stream);
+  const int64_t bytes = (2 * (g.H_in + g.W_in) + 2 * (g.H_out + g.W_out)) * int64_t(sizeof(int64_t)) +
+                        (g.H_out + g.W_out) * int64_t(sizeof(T));
+  const bool keep = bytes <= kKeptPlanBytes && !capturing(c.stream);
   PlanCache<T>& cache = plan_cache<T>();
   if (keep) {
     const std::lock_guard<std::mutex> lock(cache.mutex);
