@@ -176,9 +176,9 @@ def main() -> None:
             if proc.returncode != 0 or not csv_path.is_file():
                 sys.exit(f"ncu failed on case {index} ({proc.returncode}): {(proc.stdout + proc.stderr)[-2000:]}")
             for launch in read(csv_path.read_text()):
-                name = re.search(r"(\w+)<", launch["kernel"]).group(1)  # e.g. gather_kernel, of "void ...::gather_kernel<...>(...)"
-                launch |= {"case": index, "direction": "forward" if name.startswith("forward") else "backward"}
-                launch["summary"] = summarize(launch)
+                launch["summary"] = summarize(launch)  # its kernel: e.g. gather_kernel<float, 8, 2, 1>
+                launch |= {"case": index,
+                           "direction": "forward" if launch["summary"]["kernel"].startswith("forward") else "backward"}
                 launches.append(launch)
                 sol = launch["metrics"].get("GPU Speed Of Light Throughput", {})
                 print(f"case {index:2d} {launch['direction']:8s} {launch['kernel'][:60]:60s} " + ", ".join(

@@ -90,8 +90,10 @@ Plan<opmath_type<scalar_t>> make_plan(const Call<scalar_t>& c, bool build, bool 
   }
   const PlanKey key{c.in.get_device_index(), c.stream, g.H_in, g.H_out, g.W_in, g.W_out,
                     static_cast<double>(c.rh), static_cast<double>(c.rw), g.mode, cols};
-  const int64_t bytes = (2 * (g.H_in + g.W_in) + 2 * (g.H_out + g.W_out)) * int64_t(sizeof(int64_t)) +
-                        (g.H_out + g.W_out) * int64_t(sizeof(T));
+  // 3 values per output index and 2 per input index, per axis: the indices in one tensor, the
+  // weights in another.
+  const int64_t n_index = 2 * (g.H_in + g.W_in) + 2 * (g.H_out + g.W_out), n_lambda = g.H_out + g.W_out;
+  const int64_t bytes = n_index * int64_t(sizeof(int64_t)) + n_lambda * int64_t(sizeof(T));
   const bool keep = bytes <= kKeptPlanBytes && !capturing(c.stream);
   PlanCache<T>& cache = plan_cache<T>();
   if (keep) {
@@ -104,11 +106,10 @@ Plan<opmath_type<scalar_t>> make_plan(const Call<scalar_t>& c, bool build, bool 
       }
     }
   }
-  // 3 values per output index and 2 per input index, per axis. Allocated on the
-  // input's device and stream-ordered by the caching allocator.
-  p.index = torch::stable::new_empty(c.in, {2 * (g.H_in + g.W_in) + 2 * (g.H_out + g.W_out)}, ScalarType::Long);
-  p.lambda = torch::stable::new_empty(c.in, {g.H_out + g.W_out},
-                                      std::is_same_v<T, double> ? ScalarType::Double : ScalarType::Float);
+  // Allocated on the input's device and stream-ordered by the caching allocator.
+  p.index = torch::stable::new_empty(c.in, {n_index}, ScalarType::Long);
+  p.lambda =
+      torch::stable::new_empty(c.in, {n_lambda}, std::is_same_v<T, double> ? ScalarType::Double : ScalarType::Float);
   int64_t* ip = p.index->template mutable_data_ptr<int64_t>();
   T* lp = p.lambda->template mutable_data_ptr<T>();
   p.rows = {g.H_in, g.H_out, c.rh, ip, ip + g.H_out, lp, ip + 2 * g.H_out, ip + 2 * g.H_out + g.H_in};
