@@ -4,6 +4,8 @@
     python 06_upsample/ab.py run /tmp/old/06_upsample a.pt    # in one process per copy: both
     python 06_upsample/ab.py run 06_upsample b.pt             # register torch.ops.ch06
     python 06_upsample/ab.py compare a.pt b.pt [--json out.json]
+    python 06_upsample/ab.py times b.pt b_times.json          # the times alone, to keep or send back
+    python 06_upsample/ab.py compare old.json:b b_times.json  # times against a side of an earlier compare
 
 `run` builds the chapter found at the given folder, calls the public ops (forward, and the
 gather and scatter backward) on a fixed set of cases that reaches every automatic row of the
@@ -97,8 +99,32 @@ def bits(t: torch.Tensor) -> torch.Tensor:
     return t.contiguous().view(ints)
 
 
-def compare(a_path: Path, b_path: Path, json_out: Path | None) -> int:
-    a, b = torch.load(a_path), torch.load(b_path)
+def load(spec: str) -> dict:
+    """A run to compare: a `run` file (.pt: outputs and times), its times alone (.json written by
+    `times`), or one side of an earlier comparison (`compare.json:a` or `compare.json:b`), whose
+    outputs are gone: then only the times are compared."""
+    path, _, side = spec.partition(":") if spec.endswith((":a", ":b")) else (spec, "", "")
+    if path.endswith(".pt"):
+        return torch.load(path)
+    doc = json.loads(Path(path).read_text())
+    if side:
+        return {"device": doc["device"], "outputs": {}, "times": {r["case"]: r[f"{side}_ms"] for r in doc["times"]}}
+    return {"device": doc["device"], "outputs": {}, "times": doc["times"]}
+
+
+def times(run_path: Path, json_out: Path) -> int:
+    """The device and times of a `run` file, as a small JSON file (the outputs left out)."""
+    doc = torch.load(run_path)
+    json_out.write_text(json.dumps({"device": doc["device"], "times": doc["times"]}, indent=1) + "\n")
+    return 0
+
+
+def compare(a_spec: str, b_spec: str, json_out: Path | None) -> int:
+    a, b = load(a_spec), load(b_spec)
+    if a["device"] != b["device"]:
+        print(f"note: run on different devices: {a['device']} and {b['device']}")
+    if not a["outputs"] or not b["outputs"]:
+        print("outputs: not compared (one side has its times only)")
     differ, close = [], 0
     for key, x in a["outputs"].items():
         y = b["outputs"][key]
@@ -109,17 +135,21 @@ def compare(a_path: Path, b_path: Path, json_out: Path | None) -> int:
                 differ.append(key)
         elif not torch.equal(bits(x), bits(y)):
             differ.append(key)
-    print(f"outputs: {len(a['outputs']) - len(differ)} of {len(a['outputs'])} the same "
-          f"(forward and gather bit for bit, scatter within rounding)")
+    if a["outputs"] and b["outputs"]:
+        print(f"outputs: {len(a['outputs']) - len(differ)} of {len(a['outputs'])} the same "
+              f"(forward and gather bit for bit, scatter within rounding)")
     for key in differ:
         print(f"  DIFFER {key}")
     rows = []
     for key, t in a["times"].items():
+        if key not in b["times"]:
+            continue
         u = b["times"][key]
         rows.append({"case": key, "a_ms": t, "b_ms": u, "b_over_a": u / t})
         print(f"  {key:>48}  {t:.4f} -> {u:.4f} ms  ({u / t:.3f}x)")
     if json_out:
-        json_out.write_text(json.dumps({"device": a["device"], "differ": differ, "times": rows}, indent=1) + "\n")
+        json_out.write_text(json.dumps({"device": a["device"], "a": a_spec, "b": b_spec, "differ": differ,
+                                        "times": rows}, indent=1) + "\n")
     return 1 if differ else 0
 
 
@@ -129,14 +159,19 @@ def main() -> int:
     r = sub.add_parser("run")
     r.add_argument("chapter", type=Path)
     r.add_argument("out", type=Path)
+    t = sub.add_parser("times")
+    t.add_argument("run", type=Path)
+    t.add_argument("out", type=Path)
     c = sub.add_parser("compare")
-    c.add_argument("a", type=Path)
-    c.add_argument("b", type=Path)
+    c.add_argument("a", help="a.pt, a_times.json, or compare.json:a / compare.json:b (see load)")
+    c.add_argument("b")
     c.add_argument("--json", type=Path)
     args = p.parse_args()
     if args.cmd == "run":
         run(args.chapter.resolve(), args.out)
         return 0
+    if args.cmd == "times":
+        return times(args.run, args.out)
     return compare(args.a, args.b, args.json)
 
 
