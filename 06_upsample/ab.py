@@ -109,6 +109,8 @@ def load(spec: str) -> dict:
     doc = json.loads(Path(path).read_text())
     if side:
         return {"device": doc["device"], "outputs": {}, "times": {r["case"]: r[f"{side}_ms"] for r in doc["times"]}}
+    if not isinstance(doc["times"], dict):
+        sys.exit(f"{path} is a comparison: name its side, {path}:a or {path}:b")
     return {"device": doc["device"], "outputs": {}, "times": doc["times"]}
 
 
@@ -123,10 +125,11 @@ def compare(a_spec: str, b_spec: str, json_out: Path | None) -> int:
     a, b = load(a_spec), load(b_spec)
     if a["device"] != b["device"]:
         print(f"note: run on different devices: {a['device']} and {b['device']}")
-    if not a["outputs"] or not b["outputs"]:
+    both = bool(a["outputs"]) and bool(b["outputs"])
+    if not both:
         print("outputs: not compared (one side has its times only)")
     differ, close = [], 0
-    for key, x in a["outputs"].items():
+    for key, x in a["outputs"].items() if both else ():
         y = b["outputs"][key]
         if key.endswith("scatter"):
             ok = torch.allclose(x.double(), y.double(), rtol=1e-2, atol=1e-2, equal_nan=True)
@@ -135,7 +138,7 @@ def compare(a_spec: str, b_spec: str, json_out: Path | None) -> int:
                 differ.append(key)
         elif not torch.equal(bits(x), bits(y)):
             differ.append(key)
-    if a["outputs"] and b["outputs"]:
+    if both:
         print(f"outputs: {len(a['outputs']) - len(differ)} of {len(a['outputs'])} the same "
               f"(forward and gather bit for bit, scatter within rounding)")
     for key in differ:
