@@ -1261,6 +1261,20 @@ def test_gelu_unaligned(ext, device, dtype, gelu_loops):
     assert_matches(grad_in, gelu_grad_ref(grad_out, x), dtype, what="gelu_backward")
 
 
+def test_gelu_fresh_pages(ext, device):
+    """Outputs of 40 MiB, which the allocator takes fresh from the operating system: the CPU loops
+    first have Linux map each thread's pages in one call (gelu_cpu.cpp, map_fresh_pages), then
+    write every element, forward and backward."""
+    if device != "cpu":
+        pytest.skip("the CPU loops map their output's pages")
+    n = 10 << 20
+    x = torch.randn(n) * 3
+    grad_out = torch.randn(n)
+    out, grad_in = ext.gelu_forward(x), ext.gelu_backward(grad_out, x)
+    assert_matches(out, Fn.gelu(x.double()), torch.float32, what="gelu_forward of 10 Mi values")
+    assert_matches(grad_in, gelu_grad_ref(grad_out, x), torch.float32, what="gelu_backward of 10 Mi values")
+
+
 def _bad_gelu(device):
     """name -> (function, args, message)."""
     x = torch.randn(2, 3, device=device)
