@@ -195,10 +195,14 @@ struct RowReduce {
   }
 };
 
+// 256 threads a block, and at least 4 blocks on an SM for types of 4 bytes or less: the
+// compiler keeps each thread within 64 registers, so that 32 warps an SM have loads in
+// flight. float64 needs more registers than that and asks for 2.
 template <typename scalar_t, int VEC, bool NEED_FEATS, bool NEED_POINTS, typename Write>
-__global__ void backward_cuda_kernel(const scalar_t* __restrict__ grad_out, const scalar_t* __restrict__ feats,
-                                     const scalar_t* __restrict__ points, scalar_t* __restrict__ grad_feats,
-                                     scalar_t* __restrict__ grad_points, int64_t N, int64_t F) {
+__global__ void __launch_bounds__(256, sizeof(scalar_t) <= 4 ? 4 : 3)
+    backward_cuda_kernel(const scalar_t* __restrict__ grad_out, const scalar_t* __restrict__ feats,
+                         const scalar_t* __restrict__ points, scalar_t* __restrict__ grad_feats,
+                         scalar_t* __restrict__ grad_points, int64_t N, int64_t F) {
   using opmath_t = at::opmath_type<scalar_t>;
   using P = Pack<scalar_t, VEC>;
   const int64_t n = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
@@ -221,6 +225,13 @@ __global__ void backward_cuda_kernel(const scalar_t* __restrict__ grad_out, cons
     const P* f_n = NEED_POINTS ? reinterpret_cast<const P*>(feats + n * 8 * F) : nullptr;
     for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
       const P g = g_n[p];
+      P value[8];  // feats[n, k, the pack's features], read first: all of the pack's loads wait together
+      if constexpr (NEED_POINTS) {
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+          value[k] = f_n[k * packs + p];
+        }
+      }
       if constexpr (NEED_FEATS) {
         P* gf_n = reinterpret_cast<P*>(grad_feats + n * 8 * F);
 #pragma unroll
@@ -234,25 +245,19 @@ __global__ void backward_cuda_kernel(const scalar_t* __restrict__ grad_out, cons
         }
       }
       if constexpr (NEED_POINTS) {
-        // sx[j] = sum_k feats[n, k, f] * dw_k/du for the pack's feature f = p * VEC + j (sy, sz alike).
-        opmath_t sx[VEC] = {}, sy[VEC] = {}, sz[VEC] = {};
+        // The pack's share of gx = sum over f of g[f] * sum over k of feats[n, k, f] * dw_k/du,
+        // summed corner by corner: dot = sum over the pack of g * feats[n, k, :], one product per
+        // feature, then one product per corner and coordinate (not one per feature).
 #pragma unroll
         for (int k = 0; k < 8; ++k) {
-          const P value = f_n[k * packs + p];
+          opmath_t dot = 0;
 #pragma unroll
           for (int j = 0; j < VEC; ++j) {
-            const opmath_t x = static_cast<opmath_t>(value.v[j]);
-            sx[j] += x * d_du[k];
-            sy[j] += x * d_dv[k];
-            sz[j] += x * d_dw[k];
+            dot += static_cast<opmath_t>(g.v[j]) * static_cast<opmath_t>(value[k].v[j]);
           }
-        }
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) {
-          const opmath_t gj = static_cast<opmath_t>(g.v[j]);
-          gx += gj * sx[j];
-          gy += gj * sy[j];
-          gz += gj * sz[j];
+          gx += dot * d_du[k];
+          gy += dot * d_dv[k];
+          gz += dot * d_dw[k];
         }
       }
     }
