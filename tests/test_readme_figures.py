@@ -1,9 +1,15 @@
 """Every timing a lesson states comes from committed data.
 
-A time written in a README or an appendix (a number followed by ms, µs or us) must be a value of
-some committed results file under results/ (any JSON there, at the precision the text gives it),
-and the chapter 06 CUDA sources carry no timings in their comments at all. Regenerate the data
-with the script that wrote it (each results file names it), then quote it; or don't quote it.
+A time written in a chapter's README or appendix (a number followed by ms, µs or us) must be a
+value, at the precision the text gives it, of that chapter's committed results (results/NN_*: its
+files, and the files in its folders), or of a results file the same paragraph names
+(`03_validate_cuda.json`, `results/06_upsample_sweep_cuda.json`). Matching any file at all would
+let a stale number pass whenever some unrelated measurement happens to round to it. The course
+README and the notebooks' text may quote any results file (their tables are generated from
+them: tests/test_results_table.py). A duration that is not a measurement (a test's sleep, a
+budget) is written out in words ("20 milliseconds"), so that it is not taken for one. The chapter
+06 CUDA sources carry no timings in their comments at all. Regenerate the data with the script
+that wrote it (each results file names it), then quote it; or don't quote it.
 """
 import json
 import re
@@ -16,10 +22,13 @@ TIMING = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)(?:\s*(?:-|–|to)\s*(\d+(?:\.\d+
 
 
 def texts():
-    yield ROOT / "README.md"
+    """(markdown file, the chapter folder it belongs to or None) for every text that quotes timings."""
+    yield ROOT / "README.md", None
     for chapter in CHAPTERS:
-        yield from sorted((ROOT / chapter).glob("*.md"))
-    yield from sorted((ROOT / "notebooks").glob("*.md"))
+        for path in sorted((ROOT / chapter).glob("*.md")):
+            yield path, chapter
+    for path in sorted((ROOT / "notebooks").glob("*.md")):
+        yield path, None
 
 
 def numbers(obj, out):
@@ -36,11 +45,33 @@ def numbers(obj, out):
     return out
 
 
-def committed_values():
-    values = []
-    for path in sorted((ROOT / "results").rglob("*.json")):
-        numbers(json.loads(path.read_text()), values)
-    return values
+def committed_values() -> dict[str, list[float]]:
+    """The numbers of every results file, by its path under results/."""
+    return {str(path.relative_to(ROOT / "results")): numbers(json.loads(path.read_text()), [])
+            for path in sorted((ROOT / "results").rglob("*.json"))}
+
+
+NAMED = re.compile(r"[\w./-]+\.json")
+
+
+def paragraphs(text):
+    """(number of the paragraph's first line, the paragraph) for the blank-line separated paragraphs."""
+    lineno = 1
+    for block in re.split(r"(\n\s*\n)", text):
+        if block.strip():
+            yield lineno, block
+        lineno += block.count("\n")
+
+
+def allowed(values: dict, chapter: str | None, paragraph: str) -> list[float]:
+    """The values a timing in `paragraph` may quote: the chapter's results and the files it names."""
+    if chapter is None:
+        return [v for vs in values.values() for v in vs]
+    named = NAMED.findall(paragraph)
+    return [v for name, vs in values.items()
+            if name.startswith(chapter[:3]) or any(name == n or n.endswith("/" + name) or name.endswith("/" + n)
+                                                  for n in named)
+            for v in vs]
 
 
 def stated(text):
@@ -63,11 +94,16 @@ def backed(written, unit, values):
 def test_every_stated_timing_is_in_a_results_file():
     values = committed_values()
     missing = []
-    for path in texts():
-        for lineno, written, unit in stated(path.read_text()):
-            if not backed(written, unit, values):
-                missing.append(f"{path.relative_to(ROOT)}:{lineno}: {written} {unit}")
-    assert not missing, (f"{len(missing)} timings in the lessons are in no results/*.json file "
+    for path, chapter in texts():
+        for first, paragraph in paragraphs(path.read_text()):
+            quotable = allowed(values, chapter, paragraph)
+            for lineno, written, unit in stated(paragraph):
+                if not backed(written, unit, quotable):
+                    where = [name for name, vs in values.items() if backed(written, unit, vs)]
+                    missing.append(f"{path.relative_to(ROOT)}:{first + lineno - 1}: {written} {unit}"
+                                   + (f" (a value of {', '.join(where[:3])}: name the file in the paragraph)"
+                                      if where else ""))
+    assert not missing, (f"{len(missing)} timings in the lessons are in none of the results files they may quote "
                          "(quote the committed data, or leave the number out):\n  " + "\n  ".join(missing[:60]))
 
 
