@@ -107,6 +107,46 @@ def test_every_stated_timing_is_in_a_results_file():
                          "(quote the committed data, or leave the number out):\n  " + "\n  ".join(missing[:60]))
 
 
+# a time with its unit, then its share of the floor in brackets: "0.183 ms (97 %)" (a bare "12.4 (1%)" is not matched)
+TIME_AND_FLOOR = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*(ms|µs)\s*\((\d+(?:\.\d+)?)\s*%")
+
+
+def timed_records(obj, out):
+    """(ms, fraction of the floor) of every record that has both (bench files: median_ms and
+    fraction_of_floor; A/B files: ms and of_floor)."""
+    if isinstance(obj, dict):
+        for t, f in (("median_ms", "fraction_of_floor"), ("ms", "of_floor")):
+            if isinstance(obj.get(t), (int, float)) and isinstance(obj.get(f), (int, float)):
+                out.append((float(obj[t]), float(obj[f])))
+        for v in obj.values():
+            timed_records(v, out)
+    elif isinstance(obj, list):
+        for v in obj:
+            timed_records(v, out)
+    return out
+
+
+def test_time_and_floor_fraction_come_from_one_record():
+    """A time quoted with its share of the bandwidth floor ("0.183 ms (97 %)") is one record's
+    pair, both at the precision written: a percentage left over from an earlier run, next to a
+    time from the new one, fails here."""
+    records = []
+    for path in sorted((ROOT / "results").rglob("*.json")):
+        timed_records(json.loads(path.read_text()), records)
+    wrong = []
+    for path, _ in texts():
+        for lineno, line in enumerate(path.read_text().splitlines(), 1):
+            for m in TIME_AND_FLOOR.finditer(line):
+                written, unit, percent = m.groups()
+                ms = float(written) / (1000 if unit == "µs" else 1)
+                tol = 0.5 * 10 ** -(len(written.split(".")[1]) if "." in written else 0) / (1000 if unit == "µs" else 1)
+                ptol = 0.5 * 10 ** -(len(percent.split(".")[1]) if "." in percent else 0)
+                if not any(abs(t - ms) <= tol + 1e-12 and abs(100 * f - float(percent)) <= ptol + 1e-9 for t, f in records):
+                    wrong.append(f"{path.relative_to(ROOT)}:{lineno}: {m.group(0)})")
+    assert not wrong, ("times quoted with a share of the floor that no one record holds (time and share from "
+                       "different runs, or misrounded):\n  " + "\n  ".join(wrong))
+
+
 def test_no_timings_in_chapter_06_sources():
     found = []
     for path in sorted((ROOT / "06_upsample" / "csrc").iterdir()):
