@@ -399,6 +399,30 @@ def test_op_kernels_registered(ext):
 
 
 @pytest.mark.exercise("op-register")
+def test_op_keys_run_the_same_kernels(ext):
+    """The CPU and CUDA keys register the same functions (they pick the device's kernel inside): each
+    key's kernel, called straight (redispatch, on CPU tensors, so no GPU is needed), gives the same
+    results, the empty (0,) tensors for gradients not asked for included. A CUDA block that
+    registers another function, say the backward without its (0,) placeholders, fails here."""
+    K = torch._C.DispatchKey
+    feats, points = inputs(6, 5, "cpu", torch.float64, which="none")
+    grad_out = torch.randn(6, 5, dtype=torch.float64)
+    calls = {"trilinear": (torch.ops.ch05.trilinear.default, (feats, points))}
+    for nf, np_, give in NEEDS:
+        calls[f"trilinear_backward, need_feats={nf}, need_points={np_}{'' if give else ', feats None'}"] = (
+            torch.ops.ch05.trilinear_backward.default, (grad_out, feats if give else None, points, nf, np_))
+    for what, (fn, args) in calls.items():
+        got = {}
+        for key in (K.CPU, K.CUDA):
+            out = fn.redispatch(torch._C.DispatchKeySet(key), *args)
+            got[key.name] = [None if t is None else (tuple(t.shape), t.dtype) for t in
+                             (out if isinstance(out, (tuple, list)) else [out])]
+        assert got["CPU"] == got["CUDA"], (f"{what}: the CPU key's kernel returns (shape, dtype) {got['CPU']}, the CUDA "
+                                           f"key's {got['CUDA']} (None: an undefined tensor): register the same "
+                                           "functions for both keys")
+
+
+@pytest.mark.exercise("op-register")
 def test_op_forward(ext, device, dtype):
     feats, points = inputs(30, 45, device, dtype, which="none")
     with poisoned_empty():
@@ -675,18 +699,22 @@ def _c10_dtype_names(message: str | None) -> str | None:
 F32, F64 = torch.float32, torch.float64
 FAKE_DEVICE_CASES = [  # (op, case, (shape, dtype, device) per tensor argument, then the flags, message)
     ("trilinear", "points on cuda:1, feats on cuda:0", [((4, 8, 2), F32, "cuda:0"), ((4, 3), F32, "cuda:1")],
-     "trilinear: feats and points must be on the same device"),
+     "trilinear: feats and points must be on the same device, got feats on cuda:0 and points on cuda:1"),
     ("trilinear", "points float64 and on another device", [((4, 8, 2), F32, "cuda:0"), ((4, 3), F64, "cpu")],
      r"trilinear: points must have the dtype of feats"),
     ("trilinear", "points (N, 2) and on another device", [((4, 8, 2), F32, "cuda:0"), ((4, 2), F32, "cpu")], POINTS),
     ("trilinear_backward", "points on cuda:1",
-     [((4, 2), F32, "cuda:0"), ((4, 8, 2), F32, "cuda:0"), ((4, 3), F32, "cuda:1"), True, True], B_DEVICE),
+     [((4, 2), F32, "cuda:0"), ((4, 8, 2), F32, "cuda:0"), ((4, 3), F32, "cuda:1"), True, True],
+     B_DEVICE + ", got grad_out on cuda:0, points on cuda:1, feats on cuda:0"),
     ("trilinear_backward", "feats on cuda:1",
-     [((4, 2), F32, "cuda:0"), ((4, 8, 2), F32, "cuda:1"), ((4, 3), F32, "cuda:0"), True, True], B_DEVICE),
+     [((4, 2), F32, "cuda:0"), ((4, 8, 2), F32, "cuda:1"), ((4, 3), F32, "cuda:0"), True, True],
+     B_DEVICE + ", got grad_out on cuda:0, points on cuda:0, feats on cuda:1"),
     ("trilinear_backward", "grad_out on cuda:1",
-     [((4, 2), F32, "cuda:1"), ((4, 8, 2), F32, "cuda:0"), ((4, 3), F32, "cuda:0"), True, True], B_DEVICE),
+     [((4, 2), F32, "cuda:1"), ((4, 8, 2), F32, "cuda:0"), ((4, 3), F32, "cuda:0"), True, True],
+     B_DEVICE + ", got grad_out on cuda:1, points on cuda:0, feats on cuda:0"),
     ("trilinear_backward", "feats on another device, its gradient not needed",
-     [((4, 2), F32, "cuda:0"), ((4, 8, 2), F32, "cpu"), ((4, 3), F32, "cuda:0"), True, False], B_DEVICE),
+     [((4, 2), F32, "cuda:0"), ((4, 8, 2), F32, "cpu"), ((4, 3), F32, "cuda:0"), True, False],
+     B_DEVICE + ", got grad_out on cuda:0, points on cuda:0, feats on cpu"),
     ("trilinear_backward", "feats float64 and on another device",
      [((4, 2), F32, "cpu"), ((4, 8, 2), F64, "cuda:0"), ((4, 3), F32, "cpu"), True, True],
      "trilinear_backward: feats must have the dtype of grad_out"),
@@ -710,6 +738,30 @@ def test_fake_device_checks(op, name, case, spec, message):
             if isinstance(a, tuple) else a for a in spec]
     with mode, expect_error(message, RuntimeError, what=f"the fake ch05::{name} with {case}"):
         getattr(torch.ops.ch05, name)(*args)
+
+
+@pytest.mark.exercise("fake-impl")
+def test_fake_outputs_on_the_inputs_device(op):
+    """The fakes' outputs sit on their inputs' device, the index included (cuda:1, not the current
+    GPU): a traced program places every later tensor by them."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    if torch.cuda.is_available() and torch.cuda.device_count() < 2:
+        pytest.skip("a fake tensor on cuda:1 needs no GPU where CUDA is absent, but where CUDA is present torch "
+                    "checks that the GPU exists: this case runs on CPU-only machines and on two GPUs")
+    if "cuda" not in FAKE_DEVICES:
+        pytest.skip("this torch is built without CUDA: no fake CUDA tensors")
+    mode = FakeTensorMode()
+    device = torch.device("cuda:1")
+    fake = lambda *shape: FakeTensor(mode, torch.empty(shape, device="meta"), device)  # noqa: E731
+    with mode:
+        outs = {"trilinear's out": torch.ops.ch05.trilinear(fake(4, 8, 2), fake(4, 3))}
+        gf, gp = torch.ops.ch05.trilinear_backward(fake(4, 2), fake(4, 8, 2), fake(4, 3), True, True)
+        outs.update({"grad_feats": gf, "grad_points": gp})
+        gf, gp = torch.ops.ch05.trilinear_backward(fake(4, 2), None, fake(4, 3), False, False)
+        outs.update({"empty grad_feats (feats None)": gf, "empty grad_points (feats None)": gp})
+    for what, t in outs.items():
+        assert t.device == device, f"the fake {what} of inputs on {device} is on {t.device}: keep the inputs' device"
 
 
 # Inputs with two things wrong: the fake must report the same one as the C++ op (its checks in the
@@ -1648,6 +1700,54 @@ def test_triton_kernel_writes_out_only(tri, tdevice, N, F):
     assert changed == 0, (f"N={N}, F={F}: the kernel wrote {changed} elements past the end of out (tiles of "
                           f"{block_n} x {block_f}): every store of a partial tile needs its mask")
     check_result(out, reference_out(feats, points), torch.float32, f"out (N={N}, F={F})")
+
+
+@pytest.mark.exercise("triton-forward")
+@pytest.mark.parametrize("N, F", TRITON_SHAPES)
+def test_triton_kernel_reads_inside_its_inputs(tri, tdevice, N, F, monkeypatch):
+    """Every element a load takes (its mask on) lies inside feats or points. A row past N or a
+    feature past F is never stored, so only the addresses show a load that skipped the tile's mask:
+    on a GPU it reads another allocation or faults. Watched in Triton's interpreter, where each load
+    is a numpy array of addresses (on a GPU, compute-sanitizer's memcheck finds the same)."""
+    import numpy as np
+
+    if not tri.INTERPRETED:
+        pytest.skip("watches the interpreter's loads; on a GPU, compute-sanitizer --tool memcheck finds these")
+    from triton.runtime import interpreter
+
+    builder = getattr(interpreter, "InterpreterBuilder", None)
+    if builder is None or not hasattr(builder, "create_masked_load"):
+        pytest.skip("this Triton's interpreter has no InterpreterBuilder.create_masked_load to watch")
+    loads = []
+    original = builder.create_masked_load
+
+    def watched(self, ptrs, mask, *args, **kwargs):  # an unmasked tl.load comes here too (create_load)
+        addresses = np.asarray(ptrs.data).astype(np.uint64)
+        taken = np.broadcast_to(np.asarray(mask.data, dtype=bool), addresses.shape)
+        loads.append((addresses[taken], ptrs.get_element_ty().primitive_bitwidth // 8))
+        return original(self, ptrs, mask, *args, **kwargs)
+
+    monkeypatch.setattr(builder, "create_masked_load", watched)
+    block_n, block_f = tri.blocks(F)
+    reach = (N + block_n) * max(F, block_f) * 8  # the reads that stray stay in memory that exists
+    feats, _ = guarded((N, 8, F), torch.float32, tdevice, reach)
+    points, _ = guarded((N, 3), torch.float32, tdevice, reach)
+    points.uniform_(-1, 1)
+    out = torch.empty(N, F)
+    tri.launch(feats, points, out)
+    inside = [(t.data_ptr(), t.data_ptr() + t.numel() * t.element_size()) for t in (feats, points)]
+    stray = {}
+    for addresses, size in loads:
+        ok = np.zeros(addresses.shape, dtype=bool)
+        for lo, hi in inside:
+            ok |= (addresses >= lo) & (addresses + size <= hi)
+        for a in addresses[~ok][:1].tolist():
+            name, (lo, hi) = min(zip(("feats", "points"), inside), key=lambda r: abs(a - r[1][1]))
+            stray.setdefault(name, [0, a - hi])[0] += int((~ok).sum())
+    assert loads, "the watched interpreter saw no load: the kernel was not run through it"
+    assert not stray, (f"N={N}, F={F} (tiles of {block_n} x {block_f}): loads outside the inputs: " + "; ".join(
+        f"{n} elements outside {name} (the first {off:+d} bytes from its end)" for name, (n, off) in stray.items())
+        + ". A load of a row past N or a feature past F needs the tile's mask, as the store does")
 
 
 @pytest.mark.exercise("triton-forward")

@@ -433,3 +433,40 @@ VARIANTS += [
     Variant("fake-message-shape-repr", "the fake's message prints torch.Size([4, 8]) where the C++ op prints [4, 8]",
             OP, "(N, 8, F), got {list(feats.shape)}\"  # noqa", "(N, 8, F), got {feats.shape}\"  # noqa"),
 ]
+
+# A second reviewer's mistakes (a red team's, with these variants at hand), each closed by a test.
+VARIANTS += [
+    Variant("triton-points-loads-unmasked", "loads the three coordinates without the row mask: rows past N read "
+            "past points (never stored, so the output is right; on a GPU another allocation or a fault)", TRI,
+            "    u = (tl.load(p, mask=n_ok).to(compute) + 1) * 0.5  # [-1, 1] -> [0, 1]\n"
+            "    v = (tl.load(p + stride_pd, mask=n_ok).to(compute) + 1) * 0.5\n"
+            "    w = (tl.load(p + 2 * stride_pd, mask=n_ok).to(compute) + 1) * 0.5\n",
+            "    u = (tl.load(p).to(compute) + 1) * 0.5  # [-1, 1] -> [0, 1]\n"
+            "    v = (tl.load(p + stride_pd).to(compute) + 1) * 0.5\n"
+            "    w = (tl.load(p + 2 * stride_pd).to(compute) + 1) * 0.5\n"),
+    Variant("triton-feats-load-row-mask-only", "masks the feats loads by row only: features past F are read "
+            "(past the end of feats on the last rows)", TRI,
+            "tl.load(corner + k * stride_fk, mask=mask)", "tl.load(corner + k * stride_fk, mask=n_ok[:, None])"),
+    Variant("op-register-cuda-raw-backward", "registers the raw C++ backward for the CUDA key: a gradient not "
+            "asked for comes back undefined (None) on a GPU instead of the (0,) placeholder", OPS,
+            "TORCH_LIBRARY_IMPL(ch05, CUDA, m) {\n  // BEGIN SOLUTION op-register\n  // STUB: (void)m;  // no kernel "
+            "registered yet\n  m.impl(\"trilinear\", &trilinear_forward);\n  m.impl(\"trilinear_backward\", "
+            "&trilinear_backward_op);",
+            "TORCH_LIBRARY_IMPL(ch05, CUDA, m) {\n  // BEGIN SOLUTION op-register\n  // STUB: (void)m;  // no kernel "
+            "registered yet\n  m.impl(\"trilinear\", &trilinear_forward);\n  m.impl(\"trilinear_backward\", "
+            "&trilinear_backward);"),
+    Variant("fake-device-message-swapped", "the fake forward's device message names feats' device for points and "
+            "points' for feats", OP,
+            "lambda: f\"trilinear: feats and points must be on the same device, got feats on {feats.device} \"\n"
+            "                         f\"and points on {points.device}\")",
+            "lambda: f\"trilinear: feats and points must be on the same device, got feats on {points.device} \"\n"
+            "                         f\"and points on {feats.device}\")"),
+    Variant("fake-backward-device-message-without-feats", "the fake backward's device message leaves out feats' "
+            "device, which the C++ op prints", OP,
+            "                         f\"on {grad_out.device}, points on {points.device}\"\n"
+            "                         + (f\", feats on {feats.device}\" if feats is not None else \"\"))",
+            "                         f\"on {grad_out.device}, points on {points.device}\")"),
+    Variant("fake-output-on-device-type", "makes the fake output on feats' device type: inputs on cuda:1 give an "
+            "output on the current GPU", OP, "return feats.new_empty(feats.shape[0], feats.shape[2])",
+            "return torch.empty(feats.shape[0], feats.shape[2], dtype=feats.dtype, device=feats.device.type)"),
+]
