@@ -11,6 +11,7 @@ element a kernel never writes fails.
 
 import ast
 import importlib.util
+import math
 
 import pytest
 import torch
@@ -303,6 +304,34 @@ def test_weight_grad_on_the_lattice(ext, ref, device, dtype):
 
 
 @pytest.mark.exercise("weight-grad")
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["float64", "float32"])
+@pytest.mark.parametrize("corner", range(8))
+def test_weight_grad_to_rounding(ext, ref, device, dtype, corner):
+    """One corner's features 1, the others 0, F = 1 and grad_out 1: each element of grad_points is
+    then 1/2 times one derivative of w_k, a product of three factors with no sum around it, so it
+    must match the float64 derivative to a few roundings (8 eps, relative to max(|value|, 1)). A
+    derivative that is only nearly right, a finite difference say (exact in theory: w_k is linear
+    in each coordinate), is off by far more here, where a sum over features hides it."""
+    n = 500
+    generator = torch.Generator().manual_seed(corner)
+    points = ((torch.rand(n, 3, generator=generator, dtype=torch.float64) * 2 - 1) * 1.5).to(device, dtype)
+    feats = torch.zeros(n, 8, 1, dtype=dtype, device=device)
+    feats[:, corner] = 1
+    grad_out = torch.ones(n, 1, dtype=dtype, device=device)
+    _, got = ext.backward(grad_out, feats, points, False, True)
+    _, want = ref.trilinear_grads(grad_out, feats, points)
+    err = (got.double().cpu() - want).abs()
+    bound = 8 * torch.finfo(dtype).eps * want.abs().clamp(min=1.0)
+    worst = int((err / bound).flatten().argmax())
+    i, d = divmod(worst, 3)
+    assert bool((err <= bound).all()), (
+        f"corner {corner}, {dtype}: grad_points[{i}, {d}] = {got[i, d].item():.17g}, the float64 derivative "
+        f"{want[i, d].item():.17g} (off by {err[i, d].item():.3g}, {err[i, d].item() / bound[i, d].item():.1f} times "
+        f"what a few roundings allow) at points[{i}] = {fmt(points[i])}: compute each derivative exactly, as the "
+        "product of the other two factors and the sign of the corner's bit")
+
+
+@pytest.mark.exercise("weight-grad")
 @pytest.mark.parametrize("dtype", LOW, ids=LOW_IDS)
 def test_weight_grad_rounds_once(ext, ref, device, dtype):
     check_backward(ext, ref, *inputs(200, 64, device, dtype), need_feats=False)
@@ -322,6 +351,34 @@ def test_points_grad_cpu(ext, ref, dtype, N, F):
 def test_points_grad_cpu_alone(ext, ref, N, F):
     """need_feats=False: the kernel without grad_feats, float64 element by element."""
     check_backward(ext, ref, *inputs(N, F, "cpu", torch.float64), need_feats=False)
+
+
+@pytest.mark.exercise("points-grad-cpu")
+def test_points_grad_cpu_past_2_31(ext, ref):
+    """One cube with F = 2^28 + 8 features in float16: feats holds 8 F elements, more than 2^31, so
+    the index of feature f of corner 7, k * F + f, passes 2^31 (an index held in an int wraps). The
+    tensors are anonymous memory of which only the last feature is ever written: 4.5 GiB of address
+    space, zero where unwritten, read without being stored (the machine fills a few pages)."""
+    import mmap
+
+    F = 2**28 + 8
+    buffers = []
+
+    def zeros(*shape):  # zero-filled by the system, allocated only where written
+        buffers.append(mmap.mmap(-1, math.prod(shape) * 2, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS))
+        return torch.frombuffer(buffers[-1], dtype=torch.float16).view(*shape)
+
+    feats, grad_out = zeros(1, 8, F), zeros(1, F)
+    feats[0, 7, F - 1] = 1  # corner 7, the last feature: index 7 F + F - 1 = 8 F - 1 > 2^31
+    grad_out[0, F - 1] = 1
+    points = torch.tensor([[0.5, -0.25, 0.0]], dtype=torch.float16)
+    _, got = ext.backward(grad_out, feats, points, False, True)
+    # the same single term, from a cube of one feature
+    one = torch.zeros(1, 8, 1, dtype=torch.float16)
+    one[0, 7, 0] = 1
+    _, want = ref.trilinear_grads(torch.ones(1, 1, dtype=torch.float16), one, points)
+    assert_matches(got, want, torch.float16, what="grad_points of one cube whose feats index k * F + f passes 2^31 "
+                   "(corner 7, feature 2^28 + 7): is the index computed in int64_t?")
 
 
 @pytest.mark.exercise("points-grad-cpu")

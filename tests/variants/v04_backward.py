@@ -589,3 +589,26 @@ VARIANTS.append(Variant(
     "  const int width = blockDim.x < 32 ? blockDim.x : 32;",
     "  //    after the loop, the segment's first lane holds the segment's sum.\n  const int width = blockDim.x;",
     cuda_only=True))
+
+# A red team's mistakes (written with the variants above at hand); the first and third passed the graders
+# until test_weight_grad_to_rounding and test_points_grad_cpu_past_2_31 were added.
+VARIANTS += [
+    Variant('weight-grad-central-difference', "takes each derivative of w_k as a central difference with h = 0.01 ('w_k is linear in u, so it is exact'): right to about 1e-5 in float32, far more than a few roundings",
+            'csrc/trilinear.h', '  d_du = sx * wy * wz;\n  d_dv = wx * sy * wz;\n  d_dw = wx * wy * sz;\n',
+            '  // numerically: W_k is linear in each of u, v, w, so a central difference is exact\n  const T h = T(1e-2);\n  d_du = (corner_weight<T>(k, u + h, v, w) - corner_weight<T>(k, u - h, v, w)) / (T(2) * h);\n  d_dv = (corner_weight<T>(k, u, v + h, w) - corner_weight<T>(k, u, v - h, w)) / (T(2) * h);\n  d_dw = (corner_weight<T>(k, u, v, w + h) - corner_weight<T>(k, u, v, w - h)) / (T(2) * h);\n  (void)sx; (void)sy; (void)sz;\n'),
+    Variant('weight-grad-precedence', 'writes the y sign as k & 2 == 2, which C++ reads as k & (2 == 2): the sign of bit 0',
+            'csrc/trilinear.h', '  const T sy = (k >> 1) & 1 ? T(1) : T(-1);',
+            '  const T sy = k & 2 == 2 ? T(1) : T(-1);'),
+    Variant('points-grad-cpu-int32-index', "holds the feats index k * F + f in an int: it wraps once a cube's 8 F features pass 2^31",
+            'csrc/trilinear_cpu.cpp', '      const opmath_t value = static_cast<opmath_t>(f_n[k * F + f]);',
+            '      const int i = k * F + f;  // corner k, feature f\n      const opmath_t value = static_cast<opmath_t>(f_n[i]);'),
+    Variant('points-grad-cpu-corner-sums-not-reset', "declares the per-feature corner sums outside the loop over f: each feature adds the previous ones' sums again",
+            'csrc/trilinear_cpu.cpp', '  opmath_t gx = 0, gy = 0, gz = 0;\n  for (int64_t f = 0; f < F; ++f) {\n    opmath_t sx = 0, sy = 0, sz = 0;\n',
+            '  opmath_t gx = 0, gy = 0, gz = 0;\n  opmath_t sx = 0, sy = 0, sz = 0;\n  for (int64_t f = 0; f < F; ++f) {\n'),
+    Variant('reduction-own-warp-counted-twice', "drops the row sum's reset: the first thread's own partial (already in sum) is added again from its slot (the pitfall of Hint 3)",
+            'csrc/trilinear_cuda.cu', '      for (int d = 0; d < 3; ++d) {\n        sum[d] = 0;\n        for (int i = warp; i < warp + warps_per_row; ++i) {\n',
+            '      for (int d = 0; d < 3; ++d) {\n        for (int i = warp; i < warp + warps_per_row; ++i) {\n', cuda_only=True),
+    Variant('reduction-shared-row-total', "sums the row's slots into one __shared__ array for the whole block: with several rows a block, the rows' first threads race on it. The GPU-free judge switches threads only at barriers and shuffles and cannot see it; a GPU runs the rows' first threads (different warps) at once",
+            'csrc/trilinear_cuda.cu', '    if (threadIdx.x == 0) {\n      const int warps_per_row = blockDim.x / 32;\n      for (int d = 0; d < 3; ++d) {\n        sum[d] = 0;\n        for (int i = warp; i < warp + warps_per_row; ++i) {\n          sum[d] += partial[i][d];\n        }\n      }\n    }\n',
+            "    __shared__ opmath_t row_total[3];  // the row's total, as in a shared-memory reduction\n    if (threadIdx.x == 0) {\n      const int warps_per_row = blockDim.x / 32;\n      for (int d = 0; d < 3; ++d) {\n        row_total[d] = 0;\n        for (int i = warp; i < warp + warps_per_row; ++i) {\n          row_total[d] += partial[i][d];\n        }\n        sum[d] = row_total[d];\n      }\n    }\n", cuda_only=True, gpu_only=True),
+]
