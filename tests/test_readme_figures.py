@@ -11,6 +11,7 @@ budget) is written out in words ("20 milliseconds"), so that it is not taken for
 06 CUDA sources carry no timings in their comments at all. Regenerate the data with the script
 that wrote it (each results file names it), then quote it; or don't quote it.
 """
+import functools
 import json
 import re
 from pathlib import Path
@@ -31,24 +32,24 @@ def texts():
         yield path, None
 
 
-def numbers(obj, out):
-    if isinstance(obj, bool):
-        return out
-    if isinstance(obj, (int, float)):
-        out.append(float(obj))
-    elif isinstance(obj, dict):
-        for v in obj.values():
-            numbers(v, out)
-    elif isinstance(obj, list):
-        for v in obj:
-            numbers(v, out)
-    return out
+def nodes(obj):
+    """obj and every value nested in it (JSON's dicts and lists), depth first."""
+    yield obj
+    for child in obj.values() if isinstance(obj, dict) else obj if isinstance(obj, list) else ():
+        yield from nodes(child)
+
+
+@functools.cache
+def results() -> dict[str, object]:
+    """Every committed results file, parsed, by its path under results/."""
+    return {str(path.relative_to(ROOT / "results")): json.loads(path.read_text())
+            for path in sorted((ROOT / "results").rglob("*.json"))}
 
 
 def committed_values() -> dict[str, list[float]]:
     """The numbers of every results file, by its path under results/."""
-    return {str(path.relative_to(ROOT / "results")): numbers(json.loads(path.read_text()), [])
-            for path in sorted((ROOT / "results").rglob("*.json"))}
+    return {name: [float(v) for v in nodes(doc) if isinstance(v, (int, float)) and not isinstance(v, bool)]
+            for name, doc in results().items()}
 
 
 NAMED = re.compile(r"[\w./-]+\.json")
@@ -111,28 +112,19 @@ def test_every_stated_timing_is_in_a_results_file():
 TIME_AND_FLOOR = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*(ms|µs)\s*\((\d+(?:\.\d+)?)\s*%")
 
 
-def timed_records(obj, out):
+def timed_records() -> list[tuple[float, float]]:
     """(ms, fraction of the floor) of every record that has both (bench files: median_ms and
     fraction_of_floor; A/B files: ms and of_floor)."""
-    if isinstance(obj, dict):
-        for t, f in (("median_ms", "fraction_of_floor"), ("ms", "of_floor")):
-            if isinstance(obj.get(t), (int, float)) and isinstance(obj.get(f), (int, float)):
-                out.append((float(obj[t]), float(obj[f])))
-        for v in obj.values():
-            timed_records(v, out)
-    elif isinstance(obj, list):
-        for v in obj:
-            timed_records(v, out)
-    return out
+    return [(float(d[t]), float(d[f])) for doc in results().values() for d in nodes(doc) if isinstance(d, dict)
+            for t, f in (("median_ms", "fraction_of_floor"), ("ms", "of_floor"))
+            if isinstance(d.get(t), (int, float)) and isinstance(d.get(f), (int, float))]
 
 
 def test_time_and_floor_fraction_come_from_one_record():
     """A time quoted with its share of the bandwidth floor ("0.183 ms (97 %)") is one record's
     pair, both at the precision written: a percentage left over from an earlier run, next to a
     time from the new one, fails here."""
-    records = []
-    for path in sorted((ROOT / "results").rglob("*.json")):
-        timed_records(json.loads(path.read_text()), records)
+    records = timed_records()
     wrong = []
     for path, _ in texts():
         for lineno, line in enumerate(path.read_text().splitlines(), 1):
