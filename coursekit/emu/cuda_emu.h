@@ -16,6 +16,14 @@
 //   - a barrier must be reached by every thread of the block, at the same
 //     __syncthreads(): a thread that ends without it, or waits at another one, is
 //     an error naming both threads and lines (compute-sanitizer's synccheck on a GPU);
+//   - (x86-64) a __shared__ element that two threads of a block touch between two barriers,
+//     one of them writing (a write then a read, a read then a write, or two writes of
+//     different values), is an error naming both threads, the variable, the element and the
+//     lines (compute-sanitizer's racecheck on a GPU), even when this run's order of the threads
+//     gave the right values. Threads of one warp are ordered by a warp operation too
+//     (__syncwarp, a shuffle or vote). Every __shared__ page is inaccessible while a block runs,
+//     and each access faults once (the first blocks of a launch, kRaceAccesses accesses; the
+//     others run unwatched);
 //   - each __shared__ variable is a guard-paged buffer of its own (emulate.py rewrites its
 //     declaration), so an index past its end is an error naming it; it starts each block
 //     poisoned (bytes FE FF repeated), so a read of a slot no thread wrote gives NaN (or
@@ -44,6 +52,7 @@
 // What it does not: speed, caches, the real memory model's subtleties.
 // A GPU run adds those. Atomics are plain read-modify-writes (threads take turns
 // only at barriers and shuffles, so they cannot interleave).
+#include <dlfcn.h>
 #include <execinfo.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -151,6 +160,17 @@ struct Fault {
   std::string kind;  // the report's label, when not an out-of-bounds access ("a race: ")
 };
 
+// An access to a __shared__ element (State::race): the thread of the block (linear id, -1 none),
+// the block's barrier epoch and its warp's epoch then, and the instruction's address (for its line).
+struct Access {
+  int thread = -1;
+  uint32_t epoch = 0, warp_epoch = 0;
+  uintptr_t pc = 0;
+};
+struct SharedSlot {
+  Access write, read[2];  // the last write, the last two readers (distinct threads)
+};
+
 struct Guarded {
   char* map;
   size_t map_len;
@@ -161,6 +181,7 @@ struct Guarded {
   bool sparse = false;              // reserved, not filled (sparse_alloc): not watched either
   std::vector<long long> owner;     // during a launch: the thread that wrote each element (-1: none)
   std::vector<bool> stored;         // after a launch: the elements some thread stored (x86-64)
+  std::vector<SharedSlot> slots;    // a __shared__ array in a watched block: its elements' accesses
 };
 
 struct State {
@@ -211,6 +232,24 @@ struct State {
     std::string example;  // the first such pair, in words
   };
   std::vector<StoreNote> stores;
+  // Shared-memory hazards (x86-64): while `race` (a block of the launch's first kRaceAccesses
+  // accesses), every __shared__ page is inaccessible; an access faults, on_segv notes it and opens
+  // the page for that one instruction, and on_trap judges it (shared_access) and closes the page.
+  // epoch counts the block's barriers, warp_epoch[w] warp w's warp operations: two accesses are
+  // ordered when a barrier lies between them, or a warp operation of their warp.
+  bool race = false;
+  long long race_left = 0;
+  uint32_t epoch = 0;
+  std::vector<uint32_t> warp_epoch;
+  struct SharedPending {
+    size_t buffer, index;
+    bool write;
+    uint64_t before;
+    uintptr_t pc;
+  };
+  std::vector<SharedPending> shared_pending;
+  std::vector<char*> reshut;  // __shared__ pages to close again after the current instruction
+  uintptr_t race_pc[2] = {0, 0};  // a hazard's two instructions, for their lines (with_race_lines)
 };
 
 inline State& st() {
@@ -246,6 +285,118 @@ inline std::string where() {
   return w;
 }
 
+// Shared-memory hazards (State::race): the accesses a launch watches, in its first blocks (a block
+// is watched to its end once started). Each costs two signals and two mprotect calls (about 30 µs):
+// a few blocks of a reduction, one or two of a tiled kernel, at most a tenth of a second a launch.
+constexpr long long kRaceAccesses = 2048;
+
+// Thread `linear` of the current block, as (x, y, z).
+inline std::string block_thread_text(int linear) {
+  const State& s = st();
+  return "(" + std::to_string(linear % s.block.x) + ", " + std::to_string(linear / s.block.x % s.block.y) + ", " +
+         std::to_string(linear / (s.block.x * s.block.y)) + ")";
+}
+
+// Does access a come before one by thread t now, whatever the order the threads run in? When it is
+// t's own, or a barrier lies between, or (t's warp) a warp operation.
+inline bool ordered(const Access& a, int t) {
+  const State& s = st();
+  if (a.thread < 0 || a.thread == t || a.epoch != s.epoch) return true;
+  return a.thread / 32 == t / 32 && a.warp_epoch != s.warp_epoch[t / 32];
+}
+
+// An access by the current thread to element i of __shared__ buffer `buffer`, its instruction just
+// done: a write when `write` (changed: it left another value than it found), else a read. With an
+// earlier access of another thread that nothing orders (a write, and a read or a write of another
+// value), the launch ends in an error: on a GPU their order is luck.
+inline void shared_access(size_t buffer, size_t i, bool write, bool changed, uintptr_t pc) {
+  State& s = st();
+  Guarded& b = s.buffers[buffer];
+  if (s.in_atomic || !s.cur || i >= b.slots.size()) return;
+  --s.race_left;
+  SharedSlot& slot = b.slots[i];
+  const int t = s.cur->linear;
+  const Access me{t, s.epoch, s.warp_epoch[t / 32], pc};
+  auto hazard = [&](const Access& other, const char* did, const char* what) {
+    if (s.fault.set) return;
+    const bool warp = other.thread / 32 == t / 32;
+    const std::string barrier = warp ? "__syncwarp()" : "__syncthreads()";
+    s.fault.set = true;
+    s.fault.kind = "a race on shared memory: ";
+    s.race_pc[0] = other.pc;
+    s.race_pc[1] = pc;
+    s.fault.what = "thread " + block_thread_text(t) + " " + what + " " + b.name + " element " +
+                   std::to_string(i) + ", which thread " + block_thread_text(other.thread) + " " + did + " " +
+                   (s.epoch == 0 ? std::string("since the block's start")
+                                 : "since the __syncthreads() on line " + std::to_string(s.cur->line)) +
+                   ", in kernel " + s.kernel + ", block (" + std::to_string(s.bidx.x) + ", " +
+                   std::to_string(s.bidx.y) + ", " + std::to_string(s.bidx.z) + ")\x01. Nothing orders the two: " +
+                   (warp ? "they are lanes of one warp, which need not run in step (since Volta), and no "
+                           "__syncwarp() lies between"
+                         : "they are in different warps, which a GPU runs at the same time, and no "
+                           "__syncthreads() lies between") +
+                   ", so which comes first is luck (this run's order may have given the right values). " +
+                   (did[0] == 'w' && what[0] == 'w'
+                        ? "Which value stays depends on it: one writer per slot, or a " + barrier + " between the writes."
+                        : "A " + barrier + " between the two orders them (for a slot written again in a loop, one "
+                          "at the end of each step too), or each writer gets a slot of its own (one per row, per "
+                          "warp).");
+  };
+  if (write) {
+    if (changed && !ordered(slot.write, t)) {
+      hazard(slot.write, "wrote", "writes");
+    }
+    for (const Access& r : slot.read) {
+      if (!ordered(r, t)) {
+        hazard(r, "read", "writes");
+      }
+    }
+    slot.write = me;
+  } else {
+    if (!ordered(slot.write, t)) {
+      hazard(slot.write, "wrote", "reads");
+    }
+    if (slot.read[0].thread != t) slot.read[1] = slot.read[0];
+    slot.read[0] = me;
+  }
+}
+
+// "file:line" of an instruction of the judge's build (-g), or "" (addr2line missing, say).
+inline std::string source_line(uintptr_t pc) {
+  Dl_info info;
+  if (pc == 0 || !dladdr(reinterpret_cast<void*>(pc), &info) || !info.dli_fname) return "";
+  char cmd[4200];
+  snprintf(cmd, sizeof cmd, "addr2line -e '%s' 0x%lx 2>/dev/null", info.dli_fname,
+           static_cast<unsigned long>(pc - reinterpret_cast<uintptr_t>(info.dli_fbase)));
+  FILE* f = popen(cmd, "r");
+  if (!f) return "";
+  char line[4096] = {0};
+  const bool got = fgets(line, sizeof line, f) != nullptr;
+  pclose(f);
+  std::string where = got ? std::string(line) : "";
+  while (!where.empty() && (where.back() == '\n' || where.back() == ' ')) where.pop_back();
+  const size_t paren = where.find(" (");
+  if (paren != std::string::npos) where.resize(paren);  // "file:line (discriminator 1)"
+  if (where.empty() || where[0] == '?' || where.find(":?") != std::string::npos) return "";
+  const size_t slash = where.rfind('/');
+  if (slash != std::string::npos) where = where.substr(slash + 1);
+  // emulate.py compiles a kernel's X.cu as X.cpp (its lines unchanged up to its #line directive)
+  const size_t cpp = where.find(".cpp:");
+  if (cpp != std::string::npos) where.replace(cpp, 4, ".cu");
+  return where;
+}
+
+// A fault's text with the lines of a shared-memory hazard's two accesses where shared_access left
+// their place (\x01): ", the earlier access at FILE:LINE, the later at FILE:LINE", or nothing.
+inline std::string with_race_lines(std::string what) {
+  State& s = st();
+  const size_t at = what.find('\x01');
+  if (at == std::string::npos) return what;
+  const std::string a = source_line(s.race_pc[0]), b = source_line(s.race_pc[1]);
+  s.race_pc[0] = s.race_pc[1] = 0;
+  return what.replace(at, 1, a.empty() || b.empty() ? "" : ", the earlier access at " + a + ", the later at " + b);
+}
+
 // SIGSEGV on a guard page: record what and where (the first fault only), open the page
 // and return, so the instruction completes and the launch can end cleanly; the launch
 // then reports the fault as an error.
@@ -258,6 +409,22 @@ inline void on_segv(int sig, siginfo_t* info, void* uc) {
       bool write = false;
 #if defined(__x86_64__)
       write = (static_cast<ucontext_t*>(uc)->uc_mcontext.gregs[REG_ERR] & 2) != 0;
+      if (s.race && b.shared && s.cur && a >= b.map + page && a < b.map + b.map_len - page) {
+        // a __shared__ page of a watched block: note the access (inside the variable), let this one
+        // instruction through, close the page after it (judged in on_trap, which sees the value)
+        char* p = reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(a) & ~static_cast<uintptr_t>(page - 1));
+        mprotect(p, page, PROT_READ | PROT_WRITE);
+        s.reshut.push_back(p);
+        if (a >= b.data && a < b.data + b.nbytes) {
+          const size_t i = static_cast<size_t>(a - b.data) / b.elem;
+          State::SharedPending w{static_cast<size_t>(&b - s.buffers.data()), i, write, 0,
+                                 static_cast<uintptr_t>(static_cast<ucontext_t*>(uc)->uc_mcontext.gregs[REG_RIP])};
+          memcpy(&w.before, b.data + i * b.elem, std::min<size_t>(b.elem, 8));  // (an element within one page)
+          s.shared_pending.push_back(w);
+        }
+        static_cast<ucontext_t*>(uc)->uc_mcontext.gregs[REG_EFL] |= 0x100;  // trap after this instruction
+        return;
+      }
       if (s.watching && write && !b.shared && s.cur && a >= b.data && a < b.data + b.nbytes) {
         // a write inside the tensor: note its thread, let this one instruction write, close the page after it
         // (judged after it, in on_trap, which sees the value written)
@@ -315,7 +482,7 @@ inline void on_segv(int sig, siginfo_t* info, void* uc) {
 // The instruction after a watched write: close the pages it opened (see State::watching).
 inline void on_trap(int sig, siginfo_t*, void* uc) {
   State& s = st();
-  if (s.reopen.empty()) {  // not ours (a debugger's breakpoint?): as if we were not here
+  if (s.reopen.empty() && s.reshut.empty()) {  // not ours (a debugger's breakpoint?): as if we were not here
     sigaction(SIGTRAP, &s.previous_trap, nullptr);
     raise(sig);
     return;
@@ -358,9 +525,18 @@ inline void on_trap(int sig, siginfo_t*, void* uc) {
                                     "threadIdx.y say? Right values, repeated work)");
   }
   s.pending.clear();
+  for (const State::SharedPending& w : s.shared_pending) {
+    const Guarded& b = s.buffers[w.buffer];
+    uint64_t after = 0;
+    memcpy(&after, b.data + w.index * b.elem, std::min<size_t>(b.elem, 8));
+    shared_access(w.buffer, w.index, w.write || after != w.before, after != w.before, w.pc);
+  }
+  s.shared_pending.clear();
   const long page = sysconf(_SC_PAGESIZE);
   for (char* p : s.reopen) mprotect(p, page, s.watching ? PROT_READ : PROT_READ | PROT_WRITE);
   s.reopen.clear();
+  for (char* p : s.reshut) mprotect(p, page, s.race ? PROT_NONE : PROT_READ | PROT_WRITE);
+  s.reshut.clear();
 #if defined(__x86_64__)
   static_cast<ucontext_t*>(uc)->uc_mcontext.gregs[REG_EFL] &= ~0x100;
 #endif
@@ -433,6 +609,23 @@ inline void watch(bool on) {
     mprotect(b.map + page, b.map_len - 2 * page, on ? PROT_READ : PROT_READ | PROT_WRITE);
   }
   s.watching = on;
+#else
+  (void)on;
+#endif
+}
+
+// A watched block's start and end (State::race): every __shared__ page closed, its elements'
+// accesses forgotten; and open again.
+inline void watch_shared(bool on) {
+#if defined(__x86_64__)
+  State& s = st();
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  for (Guarded& b : s.buffers) {
+    if (!b.shared) continue;
+    if (on) b.slots.assign(b.nbytes / b.elem, SharedSlot{});
+    mprotect(b.map + page, b.map_len - 2 * page, on ? PROT_NONE : PROT_READ | PROT_WRITE);
+  }
+  s.race = on;
 #else
   (void)on;
 #endif
@@ -601,6 +794,14 @@ inline void* shared_alloc(size_t n, size_t align, size_t elem, const char* name)
   st().buffers.back().shared = true;
   st().shared.emplace_back(p, padded);
   poison_bytes(p, padded);  // made by the first thread that reaches it, after its block's start: poisoned now
+#if defined(__x86_64__)
+  if (st().race) {  // and watched from now on, as its block's others are
+    Guarded& b = st().buffers.back();
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    b.slots.assign(b.nbytes / b.elem, SharedSlot{});
+    mprotect(b.map + page, b.map_len - 2 * page, PROT_NONE);
+  }
+#endif
   return p;
 }
 
@@ -726,6 +927,7 @@ inline bool release() {
       }
       f.waiting = 0;
     }
+    ++s.warp_epoch[w0 / 32];  // the warp's accesses before this and after it are ordered
     return true;
   }
   bool all = true, any = false;
@@ -755,6 +957,7 @@ inline bool release() {
           "block must reach the same __syncthreads(), or none)");
     }
     for (int i = 0; i < n; ++i) s.fibers[i].waiting = 0;
+    ++s.epoch;  // the block's accesses before this barrier and after it are ordered
     return true;
   }
   return false;
@@ -822,6 +1025,8 @@ inline void launch(const char* kernel, const Config& c, const std::function<void
   struct Disarm {
     ~Disarm() {
       st().armed = false;
+      if (st().race) watch_shared(false);
+      st().shared_pending.clear();
       if (st().note_stores) note_stores();
       watch(false);
     }
@@ -849,13 +1054,14 @@ inline void launch(const char* kernel, const Config& c, const std::function<void
   if (sigsetjmp(s.escape, 1)) {
     s.armed = false;
     s.cur = nullptr;
-    const std::string what = s.fault.what, kind = s.fault.kind;
+    const std::string what = with_race_lines(s.fault.what), kind = s.fault.kind;
     s.fault = Fault{};
     throw std::runtime_error((!kind.empty() ? kind : what.rfind("an integer division", 0) == 0 ? "arithmetic error: "
                                                                                             : "invalid memory access: ") + what);
   }
   s.armed = true;
   watch(true);
+  s.race_left = kRaceAccesses;
   for (unsigned bz = 0; bz < c.grid.z; ++bz) {
     for (unsigned by = 0; by < c.grid.y; ++by) {
       for (unsigned bx = 0; bx < c.grid.x; ++bx) {
@@ -867,6 +1073,11 @@ inline void launch(const char* kernel, const Config& c, const std::function<void
         if (s.sampled_z >= 0 && (bx | by | bz) != 0 && bz + 1 != c.grid.z && bz != s.sampled_z % c.grid.z) continue;
         s.bidx = {bx, by, bz};
         poison_shared();
+        s.epoch = 0;
+        s.warp_epoch.assign((n + 31) / 32, 0);
+#if defined(__x86_64__)
+        if (s.race_left > 0) watch_shared(true);
+#endif
         for (int i = 0; i < n; ++i) {
           Fiber& f = s.fibers[i];
           f.linear = i;
@@ -897,8 +1108,10 @@ inline void launch(const char* kernel, const Config& c, const std::function<void
                                      "inside a branch, or after a return?)");
           }
         }
+        if (s.race) watch_shared(false);
         if (s.fault.set) {
-          const std::string what = (s.fault.kind.empty() ? "out-of-bounds access: " : s.fault.kind) + s.fault.what;
+          const std::string what =
+              (s.fault.kind.empty() ? "out-of-bounds access: " : s.fault.kind) + with_race_lines(s.fault.what);
           s.fault = Fault{};
           s.armed = false;
           throw std::runtime_error(what);
