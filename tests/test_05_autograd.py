@@ -724,14 +724,21 @@ FAKE_DEVICE_CASES = [  # (op, case, (shape, dtype, device) per tensor argument, 
 ]
 
 
+def _skip_unless_fake_cuda1_can_exist():
+    """A fake tensor on cuda:1 needs no GPU where CUDA is absent, but where CUDA is present torch checks
+    that the GPU exists: such cases run on CPU-only machines and on two GPUs."""
+    if torch.cuda.is_available() and torch.cuda.device_count() < 2:
+        pytest.skip("a fake tensor on cuda:1 needs no GPU where CUDA is absent, but where CUDA is present torch "
+                    "checks that the GPU exists: this case runs on CPU-only machines and on two GPUs")
+
+
 @pytest.mark.exercise("fake-impl")
 @pytest.mark.parametrize("name, case, spec, message", FAKE_DEVICE_CASES, ids=[f"{n}: {c}" for n, c, *_ in FAKE_DEVICE_CASES])
 def test_fake_device_checks(op, name, case, spec, message):
     from torch._subclasses.fake_tensor import FakeTensor
 
-    if "cuda:1" in str(spec) and torch.cuda.is_available() and torch.cuda.device_count() < 2:
-        pytest.skip("a fake tensor on cuda:1 needs no GPU where CUDA is absent, but where CUDA is present torch "
-                    "checks that the GPU exists: this case runs on CPU-only machines and on two GPUs")
+    if "cuda:1" in str(spec):
+        _skip_unless_fake_cuda1_can_exist()
     mode = FakeTensorMode()
     # Fake tensors made directly on their devices: no GPU is touched (cuda:1 need not exist).
     args = [FakeTensor(mode, torch.empty(a[0], dtype=a[1], device="meta"), torch.device(a[2]))
@@ -746,9 +753,7 @@ def test_fake_outputs_on_the_inputs_device(op):
     GPU): a traced program places every later tensor by them."""
     from torch._subclasses.fake_tensor import FakeTensor
 
-    if torch.cuda.is_available() and torch.cuda.device_count() < 2:
-        pytest.skip("a fake tensor on cuda:1 needs no GPU where CUDA is absent, but where CUDA is present torch "
-                    "checks that the GPU exists: this case runs on CPU-only machines and on two GPUs")
+    _skip_unless_fake_cuda1_can_exist()
     if "cuda" not in FAKE_DEVICES:
         pytest.skip("this torch is built without CUDA: no fake CUDA tensors")
     mode = FakeTensorMode()
@@ -1681,17 +1686,24 @@ def guarded(shape, dtype, device, guard):
     return buffer[:numel].view(shape), buffer[numel:]
 
 
+def guarded_inputs(tri, N, F, device):
+    """feats and points for the Triton kernel, each at the start of a buffer that reaches past every
+    tile of its grid (so that a read that strays stays in memory that exists: the interpreter checks
+    no bounds), and the kernel's tile and that reach in elements."""
+    block_n, block_f = tri.blocks(F)
+    reach = (N + block_n) * max(F, block_f) * 8
+    feats, _ = guarded((N, 8, F), torch.float32, device, reach)
+    points, _ = guarded((N, 3), torch.float32, device, reach)
+    points.uniform_(-1, 1)
+    return feats, points, (block_n, block_f), reach
+
+
 @pytest.mark.exercise("triton-forward")
 @pytest.mark.parametrize("N, F", TRITON_SHAPES)
 def test_triton_kernel_writes_out_only(tri, tdevice, N, F):
     # The kernel itself (tri.launch), on buffers that reach past every tile of the grid: elements
-    # past the end of out must stay untouched (a tile's store needs its mask), and the reads past the
-    # end of feats and points stay inside memory that exists (the interpreter checks no bounds).
-    block_n, block_f = tri.blocks(F)
-    reach = (N + block_n) * max(F, block_f) * 8
-    feats, _ = guarded((N, 8, F), torch.float32, tdevice, reach)
-    points, _ = guarded((N, 3), torch.float32, tdevice, reach)
-    points.uniform_(-1, 1)
+    # past the end of out must stay untouched (a tile's store needs its mask).
+    feats, points, (block_n, block_f), reach = guarded_inputs(tri, N, F, tdevice)
     out, tail = guarded((N, F), torch.float32, tdevice, reach)
     out.fill_(float("nan"))
     before = tail.clone()
@@ -1728,11 +1740,7 @@ def test_triton_kernel_reads_inside_its_inputs(tri, tdevice, N, F, monkeypatch):
         return original(self, ptrs, mask, *args, **kwargs)
 
     monkeypatch.setattr(builder, "create_masked_load", watched)
-    block_n, block_f = tri.blocks(F)
-    reach = (N + block_n) * max(F, block_f) * 8  # the reads that stray stay in memory that exists
-    feats, _ = guarded((N, 8, F), torch.float32, tdevice, reach)
-    points, _ = guarded((N, 3), torch.float32, tdevice, reach)
-    points.uniform_(-1, 1)
+    feats, points, (block_n, block_f), _ = guarded_inputs(tri, N, F, tdevice)
     out = torch.empty(N, F)
     tri.launch(feats, points, out)
     inside = [(t.data_ptr(), t.data_ptr() + t.numel() * t.element_size()) for t in (feats, points)]
