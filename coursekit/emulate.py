@@ -5,8 +5,10 @@ on the CPU, thread by thread (emu/cuda_emu.h: fibers that switch at barriers and
 in a shuffled order; guard-paged tensors; poisoned outputs; the driver's launch limits), so
 the exercise's emulated tests give a verdict: correct results, no read or write outside a
 tensor, every output written, every barrier reached by every thread, a valid launch (shared
-memory starts each block poisoned, so a read of a slot no thread wrote shows). What a GPU
-adds: speed, and the real memory system. build_program runs a whole small program (a main()
+memory starts each block poisoned, so a read of a slot no thread wrote shows), and on x86-64
+no race on shared memory (two threads' accesses to one element with no barrier between, one a
+write: racecheck's rule, watched in the first blocks of each launch). What a GPU adds: speed,
+and the real memory system. build_program runs a whole small program (a main()
 with cudaMalloc and a launch: 04_backward/debugging/) the same way.
 
 How: each .cu/.cuh/.h of the chapter's csrc/ (the learner's composite, when grading) is
