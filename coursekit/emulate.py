@@ -169,8 +169,7 @@ def _shared_declaration(line: str) -> str | None:
     out = []
     for name, dims in names:
         out.append(f"using emu_shared_{name} = {type_}{dims.strip()}; static emu_shared_{name}& {name} = "
-                   f"*static_cast<emu_shared_{name}*>(::emu::shared_alloc(sizeof(emu_shared_{name}), "
-                   f"alignof(emu_shared_{name}), sizeof(std::remove_all_extents_t<emu_shared_{name}>), \"{name}\"));")
+                   f"*static_cast<emu_shared_{name}*>(::emu::shared_alloc_of<emu_shared_{name}>(\"{name}\"));")
     return indent + " ".join(out) + rest
 
 
@@ -291,6 +290,7 @@ def build(number: str, source: str | Path | None = None) -> ModuleType:
                     # (upsample_forward_cuda, ...). Not -Bsymbolic: that would also bind the C++
                     # library's template statics it instantiates (a locale facet's id) to its own
                     # copies, and a stream's output then crashes.
-                    extra_cflags=["-O0", *checks, "-DCOURSE_EMULATE", "-Wno-unused-variable",
+                    # -g: a shared-memory race names its two lines (addr2line, cuda_emu.h)
+                    extra_cflags=["-O0", "-g", *checks, "-DCOURSE_EMULATE", "-Wno-unused-variable",
                                   "-fvisibility=hidden"],
                     verbose=False)

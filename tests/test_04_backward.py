@@ -667,8 +667,8 @@ SEEDED_JUDGE = {  # program: what the judge reports on stderr (exit status 99), 
     "oob_read": r"^GPU-free judge: out-of-bounds access: a read outside d_g: element 1200 \(past its end: it has "
                 r"1200\), in kernel row_dot, block \(5, 0, 0\), thread \(200, 0, 0\)$",
     # (which two threads, and which access came first, depend on the thread order)
-    "race": r"^GPU-free judge: a race on shared memory: thread \(\d+, 0, 0\) (reads|writes) __shared__ partial element "
-            r"\d+, which thread \(\d+, 0, 0\) (wrote|read) since the block's start, in kernel row_dot, block "
+    "race": r"^GPU-free judge: a race on shared memory: thread \(\d+, 0, 0\) (reads|writes) __shared__ partial"
+            r"\[\d+\], which thread \(\d+, 0, 0\) (wrote|read) since the block's start, in kernel row_dot, block "
             r"\(\d+, 0, 0\), the earlier access at race\.cu:(38|47), the later at race\.cu:(38|47)\. Nothing orders "
             r"the two: they are in different warps",
     "divergent_barrier": r"^GPU-free judge: barrier error in row_dot, block \(0, 0, 0\): thread \(0, 0, 0\) waits "
@@ -737,7 +737,7 @@ SHARED_HAZARDS = {
     # a write, then another warp's read, no barrier between (either order: a read-after-write or a
     # write-after-read, as the run's order has them)
     "missing_barrier": ("s[t] = t; out[B + t] = s[(t + 64) % 128];",
-                        r"__shared__ s element \d+, which thread \(\d+, 0, 0\) (wrote|read) since the block's start.*"
+                        r"__shared__ s\[\d+\], which thread \(\d+, 0, 0\) (wrote|read) since the block's start.*"
                         r"different warps"),
     # the barrier at the end of a loop's step left out: the next step's write meets this step's read
     "loop_without_closing_barrier": ("float a = 0; for (int k = 0; k < 3; ++k) { s[t] = t + k; __syncthreads(); "
@@ -745,10 +745,10 @@ SHARED_HAZARDS = {
                                      r"since the __syncthreads\(\) on line \d+.*different warps"),
     # two rows' first threads (warps 0 and 2) sum into one slot: a read-modify-write each
     "one_total_two_rows": ("if (t % 64 == 0) { s[0] = 0; for (int k = 0; k < 4; ++k) s[0] += k + t; out[B + t] = s[0]; }",
-                           r"__shared__ s element 0, which thread \((0|64), 0, 0\) wrote.*different warps"),
+                           r"__shared__ s\[0\], which thread \((0|64), 0, 0\) wrote.*different warps"),
     # two warps write one slot with different values, then read it after a barrier
     "two_values_one_slot": ("if (t % 32 == 0) s[0] = w; __syncthreads(); out[B + t] = s[0];",
-                            r"__shared__ s element 0, which thread \(\d+, 0, 0\) wrote.*Which value stays"),
+                            r"__shared__ s\[0\], which thread \(\d+, 0, 0\) wrote.*Which value stays"),
     # lane 0 writes, its warp's lanes read, nothing between: lanes of one warp need not run in step
     "warp_without_syncwarp": ("if (t % 32 == 0) s[w] = w; out[B + t] = s[w];",
                               r"lanes of one warp.*no __syncwarp\(\) lies between"),
@@ -802,6 +802,19 @@ def test_judge_finds_shared_memory_hazards(tmp_path, case):
                 f"{case}, thread order {seed}: exit {r.returncode}\n{r.stdout}{r.stderr}"
             assert re.search(rf"the earlier access at {case}\.cu:5, the later at {case}\.cu:5\.", r.stderr), \
                 f"{case}: the report does not give the accesses' line:\n{r.stderr}"
+
+
+def test_judge_builds_keep_line_numbers(monkeypatch):
+    """The judge's chapter builds carry debug information (-g), as its programs do: a race on shared
+    memory in a learner's kernel is reported with its two source lines (addr2line on the build), which
+    a build without it would drop."""
+    import torch.utils.cpp_extension as cpp
+
+    from coursekit import emulate
+    seen = {}
+    monkeypatch.setattr(cpp, "load", lambda **kwargs: seen.update(kwargs))
+    emulate.build("04")
+    assert "-g" in seen["extra_cflags"], f"the judge's chapter build has no -g: {seen['extra_cflags']}"
 
 
 OWNERS = {  # kernel body (out has 64 floats, <<<2, 32>>>) -> what the judge says (None: a clean run)

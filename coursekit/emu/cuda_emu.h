@@ -182,6 +182,7 @@ struct Guarded {
   std::vector<long long> owner;     // during a launch: the thread that wrote each element (-1: none)
   std::vector<bool> stored;         // after a launch: the elements some thread stored (x86-64)
   std::vector<SharedSlot> slots;    // a __shared__ array in a watched block: its elements' accesses
+  std::vector<size_t> dims;         // a __shared__ array's extents, for its elements' names ([4][0])
 };
 
 struct State {
@@ -290,6 +291,18 @@ inline std::string where() {
 // a few blocks of a reduction, one or two of a tiled kernel, at most a tenth of a second a launch.
 constexpr long long kRaceAccesses = 2048;
 
+// Element i of buffer b as the code indexes it: a __shared__ array's "name[4][0]" (its extents
+// known, shared_alloc_of), else "name element i".
+inline std::string element_text(const Guarded& b, size_t i) {
+  if (b.dims.empty()) return b.name + (b.nbytes / b.elem > 1 ? " element " + std::to_string(i) : "");
+  std::string index;
+  for (size_t k = b.dims.size(); k-- > 0;) {
+    index = "[" + std::to_string(i % b.dims[k]) + "]" + index;
+    i /= b.dims[k];
+  }
+  return b.name + index;
+}
+
 // Thread `linear` of the current block, as (x, y, z).
 inline std::string block_thread_text(int linear) {
   const State& s = st();
@@ -325,8 +338,8 @@ inline void shared_access(size_t buffer, size_t i, bool write, bool changed, uin
     s.fault.kind = "a race on shared memory: ";
     s.race_pc[0] = other.pc;
     s.race_pc[1] = pc;
-    s.fault.what = "thread " + block_thread_text(t) + " " + what + " " + b.name + " element " +
-                   std::to_string(i) + ", which thread " + block_thread_text(other.thread) + " " + did + " " +
+    s.fault.what = "thread " + block_thread_text(t) + " " + what + " " + element_text(b, i) + ", which thread " +
+                   block_thread_text(other.thread) + " " + did + " " +
                    (s.epoch == 0 ? std::string("since the block's start")
                                  : "since the __syncthreads() on line " + std::to_string(s.cur->line)) +
                    ", in kernel " + s.kernel + ", block (" + std::to_string(s.bidx.x) + ", " +
@@ -337,7 +350,8 @@ inline void shared_access(size_t buffer, size_t i, bool write, bool changed, uin
                            "__syncthreads() lies between") +
                    ", so which comes first is luck (this run's order may have given the right values). " +
                    (did[0] == 'w' && what[0] == 'w'
-                        ? "Which value stays depends on it: one writer per slot, or a " + barrier + " between the writes."
+                        ? std::string("Which value stays depends on it: do the two compute the same index? Each "
+                                      "writer needs a slot of its own.")
                         : "A " + barrier + " between the two orders them (for a slot written again in a loop, one "
                           "at the end of each step too), or each writer gets a slot of its own (one per row, per "
                           "warp).");
@@ -802,6 +816,24 @@ inline void* shared_alloc(size_t n, size_t align, size_t elem, const char* name)
     mprotect(b.map + page, b.map_len - 2 * page, PROT_NONE);
   }
 #endif
+  return p;
+}
+
+// The extents of array type A, outermost first ({} for a scalar).
+template <typename A>
+inline void array_extents(std::vector<size_t>& dims) {
+  if constexpr (std::rank_v<A> > 0) {
+    dims.push_back(std::extent_v<A>);
+    array_extents<std::remove_extent_t<A>>(dims);
+  }
+}
+
+// shared_alloc for a __shared__ variable of type A (emulate.py's rewrite of its declaration),
+// its extents kept for the judge's messages.
+template <typename A>
+inline void* shared_alloc_of(const char* name) {
+  void* p = shared_alloc(sizeof(A), alignof(A), sizeof(std::remove_all_extents_t<A>), name);
+  array_extents<A>(st().buffers.back().dims);
   return p;
 }
 
