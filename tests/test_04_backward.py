@@ -767,6 +767,7 @@ def test_judge_finds_shared_memory_hazards(tmp_path, case):
     one of them writing, stop the launch naming both threads, the array, the element and the two
     lines (racecheck's finding on a GPU), in both thread orders, even where the order run gave the
     right values; what barriers, __syncwarp, one value or atomics order passes."""
+    import os
     import platform
     import re
     import subprocess
@@ -793,7 +794,7 @@ def test_judge_finds_shared_memory_hazards(tmp_path, case):
     exe = emulate.build_program(source)
     for seed in ("1", "2"):
         r = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120,
-                           env={**__import__("os").environ, "COURSE_EMU_SEED": seed})
+                           env=dict(os.environ, COURSE_EMU_SEED=seed))
         if expected is None:
             assert r.returncode == 0, f"{case}: the judge stopped a right kernel (exit {r.returncode}):\n{r.stderr}"
         else:
