@@ -701,30 +701,37 @@ def _run_emulated(program, fixed, seed):
                           env=dict(os.environ, COURSE_EMU_SEED=str(seed)))
 
 
+def judge_program(source, kernel: str, floats: int, launch: str):
+    """A small CUDA program built for the GPU-free judge: `kernel` (its first line is the file's
+    second), then a main() that allocates `out`, `floats` floats, runs `launch` (say
+    `k<<<2, 32>>>(out);`) and prints cudaDeviceSynchronize()'s answer. The executable's path."""
+    from coursekit import emulate
+    source.write_text(
+        "#include <cstdio>\n" + kernel +
+        "int main() {\n"
+        "  float* out;\n"
+        f"  cudaMalloc(&out, {floats} * sizeof(float));\n"
+        f"  {launch}\n"
+        "  printf(\"%s\\n\", cudaGetErrorString(cudaDeviceSynchronize()));\n"
+        "  return 0;\n"
+        "}\n")
+    return emulate.build_program(source)
+
+
 def test_judge_guards_shared_memory(tmp_path):
     """A __shared__ array is a guard-paged buffer of its own under the judge: an index one past its end
     stops the launch, naming the array, the element and the thread, instead of writing over whatever
     lies next to it."""
     import subprocess
 
-    from coursekit import emulate
-    source = tmp_path / "shared_overflow.cu"
-    source.write_text(
-        "#include <cstdio>\n"
-        "__global__ void shift(float* out) {\n"
-        "  __shared__ float tile[32];\n"
-        "  tile[threadIdx.x + 1] = 1.0f;  // thread 31 writes tile[32]\n"
-        "  __syncthreads();\n"
-        "  out[threadIdx.x] = tile[threadIdx.x];\n"
-        "}\n"
-        "int main() {\n"
-        "  float* out;\n"
-        "  cudaMalloc(&out, 32 * sizeof(float));\n"
-        "  shift<<<1, 32>>>(out);\n"
-        "  printf(\"%s\\n\", cudaGetErrorString(cudaDeviceSynchronize()));\n"
-        "  return 0;\n"
-        "}\n")
-    r = subprocess.run([str(emulate.build_program(source))], capture_output=True, text=True, timeout=120)
+    exe = judge_program(tmp_path / "shared_overflow.cu",
+                        "__global__ void shift(float* out) {\n"
+                        "  __shared__ float tile[32];\n"
+                        "  tile[threadIdx.x + 1] = 1.0f;  // thread 31 writes tile[32]\n"
+                        "  __syncthreads();\n"
+                        "  out[threadIdx.x] = tile[threadIdx.x];\n"
+                        "}\n", 32, "shift<<<1, 32>>>(out);")
+    r = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
     assert r.returncode == 99, f"the judge let a write past a __shared__ array pass (exit {r.returncode}):\n{r.stdout}{r.stderr}"
     assert "__shared__ tile: element 32 (past its end: it has 32)" in r.stderr and "thread (31, 0, 0)" in r.stderr, r.stderr
 
@@ -772,26 +779,15 @@ def test_judge_finds_shared_memory_hazards(tmp_path, case):
     import re
     import subprocess
 
-    from coursekit import emulate
     body, expected = SHARED_HAZARDS[case]
     if expected is not None and platform.machine() not in ("x86_64", "AMD64"):
         pytest.skip("the judge watches shared memory on x86-64 only (the trap flag)")
-    source = tmp_path / f"{case}.cu"
-    source.write_text(
-        "#include <cstdio>\n"
-        "__global__ void k(float* out) {\n"
-        "  __shared__ float s[128];\n"
-        "  const int t = threadIdx.x, w = t / 32, B = blockIdx.x * 128;\n"
-        f"  {body}\n"
-        "}\n"
-        "int main() {\n"
-        "  float* out;\n"
-        "  cudaMalloc(&out, 256 * sizeof(float));\n"
-        "  k<<<2, 128>>>(out);\n"
-        "  printf(\"%s\\n\", cudaGetErrorString(cudaDeviceSynchronize()));\n"
-        "  return 0;\n"
-        "}\n")
-    exe = emulate.build_program(source)
+    exe = judge_program(tmp_path / f"{case}.cu",
+                        "__global__ void k(float* out) {\n"
+                        "  __shared__ float s[128];\n"
+                        "  const int t = threadIdx.x, w = t / 32, B = blockIdx.x * 128;\n"
+                        f"  {body}\n"  # line 5
+                        "}\n", 256, "k<<<2, 128>>>(out);")
     for seed in ("1", "2"):
         r = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120,
                            env=dict(os.environ, COURSE_EMU_SEED=seed))
@@ -837,26 +833,16 @@ def test_judge_gives_each_element_one_owner(tmp_path, case):
     whose step is too short: right values, more work), or two threads of a block writing different
     values (a race), stop the launch naming both threads; the same value from a block, and
     atomics, pass."""
+    import platform
     import re
     import subprocess
 
-    from coursekit import emulate
-    import platform
     body, expected = OWNERS[case]
     if expected is not None and platform.machine() not in ("x86_64", "AMD64"):
         pytest.skip("the judge watches stores on x86-64 only (the trap flag)")
-    source = tmp_path / f"{case}.cu"
-    source.write_text(
-        "#include <cstdio>\n"
-        f"__global__ void k(float* out) {{ {body} }}\n"
-        "int main() {\n"
-        "  float* out;\n"
-        "  cudaMalloc(&out, 64 * sizeof(float));\n"
-        "  k<<<2, 32>>>(out);\n"
-        "  printf(\"%s\\n\", cudaGetErrorString(cudaDeviceSynchronize()));\n"
-        "  return 0;\n"
-        "}\n")
-    r = subprocess.run([str(emulate.build_program(source))], capture_output=True, text=True, timeout=120)
+    exe = judge_program(tmp_path / f"{case}.cu", f"__global__ void k(float* out) {{ {body} }}\n", 64,
+                        "k<<<2, 32>>>(out);")
+    r = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
     if expected is None:
         assert r.returncode == 0, f"{case}: the judge stopped a right kernel (exit {r.returncode}):\n{r.stdout}{r.stderr}"
     else:

@@ -287,8 +287,8 @@ inline std::string where() {
 }
 
 // Shared-memory hazards (State::race): the accesses a launch watches, in its first blocks (a block
-// is watched to its end once started). Each costs two signals and two mprotect calls (about 30 µs):
-// a few blocks of a reduction, one or two of a tiled kernel, at most a tenth of a second a launch.
+// is watched to its end once started). Each costs two signals and two mprotect calls: the first
+// few blocks of a reduction, one or two of a tiled kernel, bound what a launch spends on them.
 constexpr long long kRaceAccesses = 2048;
 
 // Element i of buffer b as the code indexes it: a __shared__ array's "name[4][0]" (its extents
