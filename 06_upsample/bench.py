@@ -20,7 +20,8 @@ with the input in the case's layout (NCHW, or channels_last) for every contender
 Writes results/06_upsample_<cuda|cpu>.json (coursekit.timing.save: each row has the median
 time, the interquartile range, the bytes a kernel must move at least and the fraction of the
 bandwidth floor, measured with a large copy in the same run). Timing is coursekit.timing.bench:
-warm-up, synchronisation, torch.utils.benchmark's blocked_autorange, median per call.
+warm-up, synchronisation, torch.utils.benchmark's blocked_autorange, median per call (on the CPU,
+the lowest of CPU_TURNS medians, the calls of a case timed in turns).
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ CASES = {
 MODES = ("half_pixel", "align_corners", "tf_legacy")  # all three on the first case, half_pixel after
 TORCH_ALIGN = {"half_pixel": False, "align_corners": True}  # the modes F.interpolate has
 DETERMINISTIC_CASES = 1  # the deterministic comparison (slow for PyTorch): on the first case only
+CPU_TURNS = 3  # on the CPU, the calls of a case are timed in this many turns (flush() in run)
 
 
 def _layout(t: torch.Tensor, layout: str) -> torch.Tensor:
@@ -84,13 +86,35 @@ def run(device: str, quick: bool, compile_peer: bool = True) -> tuple[list[dict]
         common = dict(shape=list(shape), factor=factor, out_shape=list(grad_out.shape),
                       dtype=str(dtype).replace("torch.", ""), layout=layout)
 
-        def add(name, fn, mode, min_run_time=min_time, passes=1, graph=False):
-            t = timing.bench_graph(fn, min_run_time=min_run_time) if graph else \
-                timing.bench(fn, device, min_run_time=min_run_time)
+        def emit(name, t, mode, passes):
             row = timing.record(name, t, passes * moved, bandwidth, **common, mode=mode)
             records.append(row)
             print(f"{name:32s} {str(shape):20s} x{factor:<3} {common['dtype']:9s} {layout:13s} {mode:13s} "
                   f"{t.median_ms:8.3f} ms  {row['fraction_of_floor']:5.0%} of floor", flush=True)
+
+        pending = []  # the CPU's calls of one case and mode, timed in turns by flush()
+
+        def add(name, fn, mode, min_run_time=min_time, passes=1, graph=False, now=False):
+            if device == "cpu" and not quick and not now:
+                pending.append((name, fn, mode, min_run_time, passes))
+                return
+            t = timing.bench_graph(fn, min_run_time=min_run_time) if graph else \
+                timing.bench(fn, device, min_run_time=min_run_time)
+            emit(name, t, mode, passes)
+
+        def flush():
+            # In turns: every call is timed CPU_TURNS times, one round after the other, and keeps its
+            # lowest median. A burst of other work on the shared machine then slows one turn, and the
+            # call timed first does not pay alone for the allocator's first requests of the case's sizes.
+            best = {}
+            for _ in range(CPU_TURNS):
+                for i, (name, fn, mode, min_run_time, passes) in enumerate(pending):
+                    t = timing.bench(fn, device, min_run_time=min_run_time)
+                    if i not in best or t.median_ms < best[i].median_ms:
+                        best[i] = t
+            for i, (name, fn, mode, min_run_time, passes) in enumerate(pending):
+                emit(name, best[i], mode, passes)
+            pending.clear()
 
         for mode in MODES if index == 0 else MODES[:1]:
             add("forward ours", lambda: ours_fw(x, size, mode), mode)
@@ -109,6 +133,7 @@ def run(device: str, quick: bool, compile_peer: bool = True) -> tuple[list[dict]
             if device == "cuda":  # on the CPU both names run the same gather kernel
                 add("backward scatter", lambda: ours_bw(grad_out, list(shape[2:]), mode, "scatter"), mode)
             if mode not in TORCH_ALIGN:
+                flush()
                 continue
             ac = TORCH_ALIGN[mode]
 
@@ -121,6 +146,7 @@ def run(device: str, quick: bool, compile_peer: bool = True) -> tuple[list[dict]
                 compiled = torch.compile(interpolate, dynamic=False)
                 add("forward torch.compile", lambda: compiled(x), mode)
             add("backward F.interpolate", lambda: aten_backward(grad_out, size, list(shape), ac, None, None), mode)
+            flush()
             if index < DETERMINISTIC_CASES and mode == "half_pixel":
                 # Under use_deterministic_algorithms(True), PyTorch's CUDA backward kernel refuses to
                 # run (it adds with atomics); F.interpolate then switches to a decomposition whose
@@ -136,10 +162,12 @@ def run(device: str, quick: bool, compile_peer: bool = True) -> tuple[list[dict]
 
                 add("forward+backward ours (gather)", ours_train, mode, passes=2)
                 add("forward+backward F.interpolate", torch_train, mode, passes=2)
+                flush()
                 torch.use_deterministic_algorithms(True)
-                try:
-                    add("forward+backward F.interpolate deterministic", torch_train, mode, min_run_time=0.1, passes=2)
-                    add("forward+backward ours (gather), deterministic mode", ours_train, mode, passes=2)
+                try:  # (one turn each: the global mode is set around them)
+                    add("forward+backward F.interpolate deterministic", torch_train, mode, min_run_time=0.1, passes=2,
+                        now=True)
+                    add("forward+backward ours (gather), deterministic mode", ours_train, mode, passes=2, now=True)
                 finally:
                     torch.use_deterministic_algorithms(False)
     return records, bandwidth
@@ -159,7 +187,9 @@ def cpu_table(doc: dict) -> str:
     names = ["forward ours", "forward F.interpolate", "forward torch.compile", "backward gather",
              "backward F.interpolate"]
     out = [f"One run, `results/06_upsample_cpu.json`: {env['device_name']}, torch {env['torch']}, "
-           f"{env.get('threads', env['cpu_threads'])} threads for every contender, `half_pixel`, median ms per call:", "",
+           f"{env.get('threads', env['cpu_threads'])} threads for every contender, `half_pixel`, median ms per call"
+           + (f" (the lowest of {env['turns']} medians, the calls of a case timed in turns)" if env.get("turns", 1) > 1
+              else "") + ":", "",
            "| case | forward, ours | `F.interpolate` | `torch.compile` | gather (ours) | PyTorch backward |",
            "|---|---|---|---|---|---|"]
     for (shape, factor, dtype, layout), named in cases.items():
@@ -193,7 +223,8 @@ def main() -> None:
     out = args.out or HERE.parent / "results" / f"06_upsample_{args.device}.json"
     records, bandwidth = run(args.device, args.quick, compile_peer=not args.no_compile)
     path = timing.save(out, records, args.device, extra={"quick": args.quick, "copy_bandwidth_GBps": bandwidth / 1e9,
-                                                         "threads": torch.get_num_threads()})
+                                                         "threads": torch.get_num_threads(),
+                                                         "turns": CPU_TURNS if args.device == "cpu" and not args.quick else 1})
     print(f"wrote {path}")
     if args.device == "cpu" and not args.quick and args.out is None:
         write_cpu_table(timing.load(path))

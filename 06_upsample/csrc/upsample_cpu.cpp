@@ -319,7 +319,7 @@ static void backward_kernel(const scalar_t* grad_out, scalar_t* grad_in, const R
   const opmath_t rh = axis_ratio<opmath_t>(g.H_in, g.H_out, g.mode, g.scale_h);
   const int64_t n_rows = g.planes * g.H_in;  // grad_in rows of all planes, in memory order
   const int64_t width = cols.size();         // the columns of grad_in this call writes
-  const int64_t grain = std::max<int64_t>(1, kGrainElements / width);
+  const int64_t grain = gather_grain(g, width);
   // The line cache of a task: `slots` lines of `width` values. A grad_in row's
   // range is about 2x the upsampling factor long (16 at x8), and every line
   // of it fits. A range can also be as long as H_out (H_in = 1, or a tiny
@@ -423,7 +423,7 @@ static void backward_kernel_h_first(const scalar_t* grad_out, scalar_t* grad_in,
   const opmath_t rw = axis_ratio<opmath_t>(g.W_in, g.W_out, g.mode, g.scale_w);
   const int64_t C = g.channels_last ? g.channels : 1, N = g.planes / C;
   const int64_t in_len = g.W_in * C, out_len = g.W_out * C;
-  const int64_t grain = std::max<int64_t>(1, kGrainElements / std::max(in_len, out_len));
+  const int64_t grain = gather_grain(g, std::max(in_len, out_len));
   // The output columns, read by every row: each one's input columns and their weights, a table
   // of W_out entries (as long as a line).
   struct Column {

@@ -12,6 +12,14 @@
 // Rows of about this many elements make one task for the thread pool.
 constexpr int64_t kGrainElements = 16384;
 
+// The rows of a gather's task (row_values values to a row): about kGrainElements terms of work. A
+// grad_in value sums about (out / in + 1) grad_out values along each axis, so an upsampling's
+// rows take more work per value than the forward's, and a small one is worth two threads sooner.
+inline int64_t gather_grain(const ResizeGeometry& g, int64_t row_values) {
+  const double terms = (double(g.H_out) / double(g.H_in) + 1) * (double(g.W_out) / double(g.W_in) + 1);
+  return std::max<int64_t>(1, static_cast<int64_t>(double(kGrainElements) / (double(row_values) * terms)));
+}
+
 // The widest chunk of a row (values) that one pass handles: a line, and the
 // taps or ranges of its columns, are at most this long.
 constexpr int64_t kChunkValues = int64_t(1) << 16;

@@ -923,7 +923,7 @@ static void gather_chunk(const scalar_t* grad_out, scalar_t* grad_in, const Resi
   const GatherPlan<scalar_t> plan{grad_out, grad_in, g, cols, rh, rows ? &*rows : nullptr,
                                   read_columns<scalar_t>(cols, g.channels),
                                   narrow_rows ? longest_range<opmath_t>(g.H_in, g.H_out, rh, g.mode, kLineSlots) : 0};
-  const int64_t grain = std::max<int64_t>(1, kGrainElements / (cols.size() * g.channels));
+  const int64_t grain = gather_grain(g, cols.size() * g.channels);
   torch::stable::parallel_for(0, g.planes / g.channels * g.H_in, grain,
                               [&](int64_t begin, int64_t end) { task(plan, begin, end); });
 }
