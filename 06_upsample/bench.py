@@ -96,24 +96,17 @@ def run(device: str, quick: bool, compile_peer: bool = True) -> tuple[list[dict]
 
         def add(name, fn, mode, min_run_time=min_time, passes=1, graph=False, now=False):
             if device == "cpu" and not quick and not now:
-                pending.append((name, fn, mode, min_run_time, passes))
+                assert min_run_time == min_time, "a call timed in turns takes the case's min_run_time"
+                pending.append((name, fn, mode, passes))
                 return
             t = timing.bench_graph(fn, min_run_time=min_run_time) if graph else \
                 timing.bench(fn, device, min_run_time=min_run_time)
             emit(name, t, mode, passes)
 
-        def flush():
-            # In turns: every call is timed CPU_TURNS times, one round after the other, and keeps its
-            # lowest median. A burst of other work on the shared machine then slows one turn, and the
-            # call timed first does not pay alone for the allocator's first requests of the case's sizes.
-            best = {}
-            for _ in range(CPU_TURNS):
-                for i, (name, fn, mode, min_run_time, passes) in enumerate(pending):
-                    t = timing.bench(fn, device, min_run_time=min_run_time)
-                    if i not in best or t.median_ms < best[i].median_ms:
-                        best[i] = t
-            for i, (name, fn, mode, min_run_time, passes) in enumerate(pending):
-                emit(name, best[i], mode, passes)
+        def flush():  # the pending calls in turns (timing.bench_in_turns), all with the same min_run_time
+            times = timing.bench_in_turns([fn for _, fn, _, _ in pending], device, CPU_TURNS, min_run_time=min_time)
+            for (name, _, mode, passes), t in zip(pending, times):
+                emit(name, t, mode, passes)
             pending.clear()
 
         for mode in MODES if index == 0 else MODES[:1]:

@@ -177,15 +177,9 @@ def host(up, device: str, min_time: float, quick: bool) -> list[dict]:
     for shape, size, dtype in host_cases(device, quick):
         name_of_dtype = str(dtype).replace("torch.", "")
         calls = host_calls(up, device, shape, size, dtype)
-        # In turns, as the sweep's cases (TURNS): the lowest of the medians, for the same time in all
-        best = {}
-        for _ in range(TURNS):
-            for i, (step, path, fn) in enumerate(calls):
-                t = timing.bench(fn, device, min_run_time=5 * min_time / TURNS)
-                if i not in best or t.median_ms < best[i].median_ms:
-                    best[i] = t
-        for i, (step, path, fn) in enumerate(calls):
-            t = best[i]
+        # in turns, as the sweep's cases, for the same time in all
+        times = timing.bench_in_turns([fn for _, _, fn in calls], device, TURNS, min_run_time=5 * min_time / TURNS)
+        for (step, path, _), t in zip(calls, times):
             records.append(timing.record(f"host {step}, {path}", t, section="host", step=step, path=path,
                                          shape=list(shape), size=size, dtype=name_of_dtype, turns=TURNS))
             print(f"host {str(shape):18s} {name_of_dtype:8s} {step:20s} {path:20s} {t.median_ms * 1e3:9.1f} us",
@@ -264,14 +258,8 @@ def sweep(up, device: str, cases: list[dict], min_time: float, bandwidth: float,
         calls, fields = case_calls(up, device, case, index, compile_peer)
         common = dict(section="sweep", case=index, **case, **fields)
         # In turns: every call of the case is timed TURNS times, one after the other, and keeps its
-        # lowest median. A burst of other work on the machine then slows one turn of one contender,
-        # not the only measurement of one side of a ratio.
-        best = {}
-        for _ in range(TURNS):
-            for name, fn in calls.items():
-                t = timing.bench(fn, device, min_run_time=min_time / 2)
-                if name not in best or t.median_ms < best[name].median_ms:
-                    best[name] = t
+        # lowest median (timing.bench_in_turns).
+        best = dict(zip(calls, timing.bench_in_turns(list(calls.values()), device, TURNS, min_run_time=min_time / 2)))
         for name, t in best.items():
             records.append(timing.record(name, t, fields["bytes_in_out"], bandwidth, turns=TURNS, **common))
         mine = {r["name"]: r for r in records if r.get("case") == index}

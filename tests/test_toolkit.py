@@ -227,3 +227,38 @@ def test_references_share_chapter_03s_formulation(path):
     theirs = formulation("03_validate/reference.py")
     assert sorted(theirs) == ["CORNER_OFFSETS", "corner_weights", "trilinear"]
     assert formulation(path) == theirs, f"{path} is not written as 03_validate/reference.py"
+
+
+def test_bench_in_turns_keeps_each_calls_lowest_median():
+    """timing.bench_in_turns: one Timing per call, in the calls' order, each call timed in every turn
+    (one round after the other), and each result its lowest median."""
+    import time
+
+    from coursekit import timing
+
+    order = []
+    slow_turns = iter([0.004, 0.001, 0.004])  # the slow call is fast in its second turn only
+
+    def fast():
+        order.append("fast")
+
+    def slow():
+        order.append("slow")
+        time.sleep(delay)
+
+    delay = 0.0
+    rounds = []
+
+    def slow_turn():  # a new delay at the first (warm-up) call of each turn
+        nonlocal delay
+        if not order or order[-1] != "slow":
+            delay = next(slow_turns)
+            rounds.append(delay)
+        slow()
+
+    got = timing.bench_in_turns([fast, slow_turn], "cpu", turns=3, min_run_time=0.02)
+    assert len(got) == 2 and got[0].median_ms < got[1].median_ms
+    assert rounds == [0.004, 0.001, 0.004], f"each call is timed once per turn, in rounds: {rounds}"
+    assert 0.9 <= got[1].median_ms < 3.5, f"the slow call's lowest median (1 ms turn), got {got[1].median_ms:.2f} ms"
+    firsts = [i for i, name in enumerate(order) if name == "slow" and (i == 0 or order[i - 1] != "slow")]
+    assert len(firsts) == 3 and all(order[i - 1] == "fast" for i in firsts), "the turns alternate the calls"
